@@ -1,0 +1,77 @@
+"""The two ports the shell talks through: a message bus and a key-value store.
+
+Both are small on purpose. Every adapter (in-memory, Kafka, Redis) raises only the errors of
+`rollout_common.errors`, so callers decide "retry later" or "give up" without knowing which
+adapter they hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One message as a consumer sees it."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    headers: Mapping[str, bytes] = field(default_factory=dict)
+    timestamp_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    name: str
+    partitions: int = 1
+    compacted: bool = False
+    retention_ms: int | None = None
+
+
+class Consumer(Protocol):
+    """A member of a consumer group. Offsets are committed by hand, after the work is done."""
+
+    async def poll(self, *, max_records: int = 500, timeout_s: float = 1.0) -> list[Record]: ...
+
+    async def commit(self, records: Sequence[Record]) -> None:
+        """Commit past every record given (per partition, the highest offset + 1)."""
+
+    async def close(self) -> None: ...
+
+
+class Bus(Protocol):
+    async def ensure_topics(self, topics: Sequence[TopicSpec]) -> None: ...
+
+    async def publish(
+        self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes] | None = None
+    ) -> None:
+        """Durably publish (returns once the broker acknowledged it)."""
+
+    def consumer(self, topics: Sequence[str], *, group: str, from_beginning: bool = True) -> Consumer: ...
+
+    async def close(self) -> None: ...
+
+
+class Store(Protocol):
+    async def get(self, key: str) -> bytes | None: ...
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]: ...
+
+    async def put(self, key: str, value: bytes) -> None: ...
+
+    async def put_many(self, items: Mapping[str, bytes]) -> None:
+        """Write every item or none (atomic)."""
+
+    async def put_if_absent(self, key: str, value: bytes, *, ttl_s: int | None = None) -> bool:
+        """True when this call created the key: the basis of every dedupe."""
+
+    async def delete(self, key: str) -> None: ...
+
+    async def keys(self, prefix: str) -> list[str]: ...
+
+    async def close(self) -> None: ...
