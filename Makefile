@@ -33,3 +33,13 @@ scenarios: venv
 ## the whole suite: lint, types, unit, property, scenario and integration tests (starts Kafka and Redis itself)
 test: lint typecheck conformance scenarios
 	$(BIN)/pytest -q
+
+## local infrastructure without Docker (see `python -m rollout_devenv --help`)
+kafka: venv  ## run a real single-node Kafka broker until Ctrl-C; prints KAFKA_BOOTSTRAP=host:port
+	$(PY) -m rollout_devenv kafka run
+
+redis: venv  ## run a real redis-server until Ctrl-C; prints REDIS_URL=redis://host:port/0
+	$(PY) -m rollout_devenv redis run
+
+infra-fetch: venv  ## fetch the Kafka broker's jars with Maven, once per machine (~/.cache/rollout)
+	$(PY) -m rollout_devenv kafka fetch

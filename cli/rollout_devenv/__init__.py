@@ -1,0 +1,10 @@
+"""Local infrastructure without Docker: a real Apache Kafka broker and a real Redis server.
+
+Used by the test fixtures (tests/conftest.py) and by people: `python -m rollout_devenv --help`.
+"""
+
+from rollout_devenv._proc import DevenvError
+from rollout_devenv.kafka import KafkaBroker, fetch_kafka_jars, kafka_version
+from rollout_devenv.redis import RedisServer
+
+__all__ = ["DevenvError", "KafkaBroker", "RedisServer", "fetch_kafka_jars", "kafka_version"]

@@ -1,0 +1,119 @@
+"""`python -m rollout_devenv`: fetch Kafka's jars, or run Kafka or Redis until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Protocol
+
+from rollout_devenv._proc import DevenvError
+from rollout_devenv.kafka import KafkaBroker, fetch_kafka_jars
+from rollout_devenv.redis import RedisServer
+
+
+class _Server(Protocol):
+    log_path: Path
+
+    @property
+    def running(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    def stop(self, *, remove_data: bool = False) -> None: ...
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m rollout_devenv",
+        description="Run a real Kafka broker or Redis server locally, without Docker.",
+    )
+    services = parser.add_subparsers(dest="service", required=True)
+    kafka = services.add_parser("kafka", help="single-node Apache Kafka (KRaft)")
+    kafka_actions = kafka.add_subparsers(dest="action", required=True)
+    kafka_actions.add_parser(
+        "fetch", help="fetch the broker's jars (once per machine) and print their folder"
+    )
+    kafka_run = kafka_actions.add_parser(
+        "run", help="start a broker, print KAFKA_BOOTSTRAP=..., stop on Ctrl-C"
+    )
+    kafka_run.add_argument("--data-dir", type=Path, help="keep the broker's data here (default: a temp dir)")
+    redis = services.add_parser("redis", help="Debian's redis-server")
+    redis_actions = redis.add_subparsers(dest="action", required=True)
+    redis_run = redis_actions.add_parser("run", help="start a server, print REDIS_URL=..., stop on Ctrl-C")
+    redis_run.add_argument("--data-dir", type=Path, help="keep the server's files here (default: a temp dir)")
+    redis_run.add_argument("--aof", action="store_true", help="append-only file, fsync always")
+    return parser
+
+
+def _serve(server: _Server, *, announce: Callable[[], str]) -> int:
+    """Start `server`, print `announce()` on stdout, and stop it on Ctrl-C or SIGTERM."""
+    stop_requested = threading.Event()
+    ready = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        # Until the server is ready, unwind like Ctrl-C so `start` cleans up what it began;
+        # after that, leave the wait loop below and stop in order.
+        if not ready.is_set():
+            raise KeyboardInterrupt
+        stop_requested.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        server.start()
+        ready.set()
+        print(announce(), flush=True)
+        print(f"log: {server.log_path}; Ctrl-C to stop", file=sys.stderr, flush=True)
+        while not stop_requested.wait(timeout=1.0):
+            if not server.running:
+                raise DevenvError(f"the server exited on its own; see {server.log_path}")
+    finally:
+        if server.running:
+            print("stopping...", file=sys.stderr, flush=True)
+        server.stop(remove_data=True)
+    return 0
+
+
+def _kafka_run(data_dir: Path | None) -> int:
+    broker = KafkaBroker(data_dir=data_dir)
+
+    def announce() -> str:
+        print(f"Kafka {broker.version} ready in {broker.last_start_s or 0:.1f} s", file=sys.stderr)
+        return f"KAFKA_BOOTSTRAP={broker.bootstrap}"
+
+    return _serve(broker, announce=announce)
+
+
+def _redis_run(data_dir: Path | None, *, aof: bool) -> int:
+    server = RedisServer(data_dir=data_dir, aof=aof)
+    return _serve(server, announce=lambda: f"REDIS_URL={server.url}")
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.service == "kafka" and args.action == "fetch":
+        print(fetch_kafka_jars())
+        return 0
+    if args.service == "kafka":
+        return _kafka_run(args.data_dir)
+    return _redis_run(args.data_dir, aof=args.aof)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except DevenvError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

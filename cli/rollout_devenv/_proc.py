@@ -1,0 +1,135 @@
+"""What the Kafka and Redis launchers share: errors, ports, and the lifetime of a child process."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+LOOPBACK = "127.0.0.1"
+# How long a child gets to shut down cleanly (Kafka flushes its logs) before it is killed.
+STOP_GRACE_S = 15.0
+
+
+class DevenvError(Exception):
+    """An expected failure (a tool is missing, a fetch or a start failed), told in one line.
+
+    `detail` carries what helps to debug it (the tail of a log), kept apart so a command line can
+    print the one line alone while a test report shows both.
+    """
+
+    def __init__(self, message: str, *, detail: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+    def full_text(self) -> str:
+        return f"{self.message}\n{self.detail}" if self.detail else self.message
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _can_bind(port: int) -> bool:
+    # No SO_REUSEADDR on purpose: a port with connections still in TIME_WAIT counts as taken.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A loopback port that is free now, taken below the kernel's ephemeral range.
+
+    A server restarted on the same port (as the fault-injection tests do) needs that port to stay
+    free while it is down; a port in the ephemeral range could meanwhile become the local end of
+    some outgoing connection.
+    """
+    low = _ephemeral_low()
+    floor = max(1024, low - 12000)
+    for _ in range(100):
+        port = random.randint(floor, low - 1)
+        if _can_bind(port):
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        return int(probe.getsockname()[1])
+
+
+def port_open(port: int, *, host: str = LOOPBACK) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+        return True
+    return False
+
+
+def spawn(
+    cmd: list[str], *, log_path: Path, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start `cmd` with its output appended to `log_path`, in a session of its own.
+
+    Its own session keeps a Ctrl-C in the terminal from reaching it before we stop it in order,
+    and lets `stop_process` signal it and anything it spawned as one group.
+    """
+    with log_path.open("ab") as log:
+        log.write(f"\n===== started {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(cmd)}\n".encode())
+        log.flush()
+        return subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    # start_new_session made the child a group leader, so its pid is the group id.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def stop_process(proc: subprocess.Popen[bytes], *, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM the child's process group, wait up to `grace_s`, then SIGKILL it."""
+    if proc.poll() is None:
+        _signal_group(proc, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+
+
+def log_tail(path: Path, *, lines: int = 30) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def wait_until(
+    check: Callable[[], bool], *, alive: Callable[[], bool], timeout_s: float, interval_s: float = 0.25
+) -> bool:
+    """Poll `check` until it holds (True), the child dies or time runs out (both False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not alive():
+            return False
+        if check():
+            return True
+        time.sleep(interval_s)
+    return False

@@ -1,0 +1,405 @@
+"""A real single-node Apache Kafka broker (KRaft, broker and controller in one JVM), no Docker.
+
+The jars come from Maven Central through `deploy/kafka/pom.xml` and are kept under
+`~/.cache/rollout/kafka-<version>/`, so a machine fetches them once per version.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import NoReturn
+
+from rollout_devenv._java import find_java, find_maven, java_home
+from rollout_devenv._proc import (
+    LOOPBACK,
+    DevenvError,
+    free_port,
+    log_tail,
+    port_open,
+    spawn,
+    stop_process,
+    wait_until,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+KAFKA_DEPLOY_DIR = REPO_ROOT / "deploy" / "kafka"
+POM = KAFKA_DEPLOY_DIR / "pom.xml"
+LOG4J_CONFIG = KAFKA_DEPLOY_DIR / "log4j2.properties"
+# Pinned so a fetch does the same thing on every machine, whatever Maven would pick as latest.
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+FETCH_TIMEOUT_S = 900.0
+_HEARTBEAT_S = 10.0
+_MARKER = ".complete"
+_POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+DEFAULT_START_TIMEOUT_S = 120.0
+
+
+def cache_root() -> Path:
+    return Path.home() / ".cache" / "rollout"
+
+
+def _require(path: Path) -> Path:
+    if not path.is_file():
+        raise DevenvError(f"{path.name} not found at {path}; rollout_devenv runs from a source checkout")
+    return path
+
+
+def kafka_version(pom: Path = POM) -> str:
+    """The Kafka version the pom pins: the single place it is written down."""
+    try:
+        root = ET.parse(_require(pom)).getroot()
+    except ET.ParseError as exc:
+        raise DevenvError(f"cannot read {pom}: {exc}") from exc
+    version = root.findtext("m:properties/m:kafka.version", namespaces=_POM_NS)
+    if not version:
+        raise DevenvError(f"{pom} sets no <kafka.version> property")
+    return version.strip()
+
+
+def kafka_home(version: str) -> Path:
+    return cache_root() / f"kafka-{version}"
+
+
+def _pom_digest(pom: Path) -> str:
+    # The marker records which pom filled the folder, so a changed pom (say a newer log4j under
+    # the same Kafka version) is fetched again instead of trusted.
+    return hashlib.sha256(pom.read_bytes()).hexdigest()
+
+
+def _complete(home: Path, digest: str) -> bool:
+    marker = home / _MARKER
+    return marker.is_file() and marker.read_text().strip() == digest
+
+
+def _say(text: str, *, quiet: bool) -> None:
+    # Looked up at each call, not bound at import, so it follows whatever sys.stderr is now.
+    if not quiet:
+        print(f"rollout_devenv: {text}", file=sys.stderr, flush=True)
+
+
+def _run_maven(*, pom: Path, out_dir: Path, log_path: Path, quiet: bool) -> None:
+    java = find_java()
+    cmd = [
+        str(find_maven()),
+        "-B",
+        "-q",
+        "-Dstyle.color=never",
+        "-f",
+        str(pom),
+        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={out_dir}",
+    ]
+    # Maven itself runs on the same Java as the broker, not on whatever newer JDK JAVA_HOME names.
+    env = {**os.environ, "JAVA_HOME": str(java_home(java))}
+    proc = spawn(cmd, log_path=log_path, cwd=pom.parent, env=env)
+    try:
+        _await_maven(proc, log_path=log_path, quiet=quiet)
+    finally:
+        # Maven runs in its own session, so a Ctrl-C here does not reach it: end it ourselves.
+        stop_process(proc, grace_s=2.0)
+
+
+def _await_maven(proc: subprocess.Popen[bytes], *, log_path: Path, quiet: bool) -> None:
+    started = time.monotonic()
+    while True:
+        try:
+            code = proc.wait(timeout=_HEARTBEAT_S)
+            break
+        except subprocess.TimeoutExpired:
+            elapsed = time.monotonic() - started
+            if elapsed > FETCH_TIMEOUT_S:
+                raise DevenvError(
+                    f"fetching the Kafka jars took over {FETCH_TIMEOUT_S:.0f} s; see {log_path}"
+                ) from None
+            _say(f"... still fetching ({elapsed:.0f} s)", quiet=quiet)
+    if code != 0:
+        cause = _first_maven_error(log_path)
+        raise DevenvError(
+            f"Maven failed to fetch the Kafka jars (exit {code}): {cause}; see {log_path}",
+            detail=log_tail(log_path),
+        )
+
+
+def _first_maven_error(log_path: Path) -> str:
+    # Maven's first [ERROR] line names the cause (an artifact it could not resolve, no network).
+    for line in log_path.read_text(errors="replace").splitlines():
+        # Maven colours its output even in batch mode; the escape codes would garble the message.
+        _, marker, cause = re.sub(r"\x1b\[[0-9;]*m", "", line).partition("[ERROR]")
+        if marker and cause.strip():
+            return cause.strip()[:300]
+    return "no [ERROR] line in its output"
+
+
+def fetch_kafka_jars(*, pom: Path = POM, quiet: bool = False) -> Path:
+    """The folder of the broker's jars, fetched with Maven unless this machine has them already."""
+    version = kafka_version(pom)
+    home = kafka_home(version)
+    jars = home / "libs"
+    digest = _pom_digest(pom)
+    if _complete(home, digest):
+        return jars
+    home.mkdir(parents=True, exist_ok=True)
+    # One fetch at a time per version: parallel test sessions wait for the first one's jars.
+    with (home / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _complete(home, digest):
+            return jars
+        _say(f"fetching the Kafka {version} jars with Maven into {home} (once per machine)...", quiet=quiet)
+        started = time.monotonic()
+        staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
+        try:
+            _run_maven(pom=pom, out_dir=staging, log_path=home / "fetch.log", quiet=quiet)
+            if not (staging / f"kafka_2.13-{version}.jar").is_file():
+                raise DevenvError(f"Maven finished but kafka_2.13-{version}.jar is missing from {staging}")
+            shutil.rmtree(jars, ignore_errors=True)
+            staging.rename(jars)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        (home / _MARKER).write_text(digest + "\n")
+        count = len(list(jars.glob("*.jar")))
+        _say(f"fetched {count} jars in {time.monotonic() - started:.1f} s", quiet=quiet)
+    return jars
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerPorts:
+    broker: int
+    controller: int
+
+
+def _new_ports() -> BrokerPorts:
+    broker = free_port()
+    controller = free_port()
+    while controller == broker:
+        controller = free_port()
+    return BrokerPorts(broker=broker, controller=controller)
+
+
+def _ports_in(props: Path) -> BrokerPorts | None:
+    """The ports an earlier run wrote into `props`, so a data dir keeps its address across runs."""
+    if not props.is_file():
+        return None
+    text = props.read_text()
+    broker = re.search(r"PLAINTEXT://[^:,\s]+:(\d+)", text)
+    controller = re.search(r"CONTROLLER://[^:,\s]+:(\d+)", text)
+    if not (broker and controller):
+        return None
+    return BrokerPorts(broker=int(broker.group(1)), controller=int(controller.group(1)))
+
+
+def server_properties(*, ports: BrokerPorts, log_dir: Path) -> dict[str, str]:
+    """A one-node cluster: every replication factor and min ISR is 1, and nothing waits."""
+    return {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        # A static voter set lets `StorageTool format` run without a quorum flag.
+        "controller.quorum.voters": f"1@{LOOPBACK}:{ports.controller}",
+        "listeners": f"PLAINTEXT://{LOOPBACK}:{ports.broker},CONTROLLER://{LOOPBACK}:{ports.controller}",
+        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{ports.broker}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "log.dirs": str(log_dir),
+        "num.partitions": "1",
+        "auto.create.topics.enable": "true",
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        # Tests join fresh groups all the time; the default 3 s delay would be paid on each.
+        "group.initial.rebalance.delay.ms": "0",
+        # The default 128 MiB cleaner buffer is a lot of heap for a 512 MiB test broker.
+        "log.cleaner.dedupe.buffer.size": "33554432",
+        "num.network.threads": "2",
+        "num.io.threads": "2",
+    }
+
+
+def _write_properties(path: Path, props: dict[str, str]) -> None:
+    lines = [f"{key}={value}" for key, value in props.items()]
+    path.write_text("# Written by rollout_devenv at each start.\n" + "\n".join(lines) + "\n")
+
+
+def new_cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes in URL-safe base64 without padding."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        # Kafka refuses ids that start with "-": they read like command-line flags.
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+class KafkaBroker:
+    """One broker process on loopback, with its data in `data_dir`.
+
+    Restarting it (`restart()`, or `stop()` then `start()`) keeps the data dir and the ports, so
+    clients reconnect to the same bootstrap address and find what was written before.
+    """
+
+    def __init__(
+        self, *, data_dir: Path | None = None, start_timeout_s: float = DEFAULT_START_TIMEOUT_S
+    ) -> None:
+        # A data dir made here is ours to delete in `stop(remove_data=True)`; a given one is not.
+        self._owns_data_dir = data_dir is None
+        self.data_dir = Path(tempfile.mkdtemp(prefix="rollout-kafka-")) if data_dir is None else data_dir
+        self.log_path = self.data_dir / "kafka.log"
+        self.start_timeout_s = start_timeout_s
+        self.version = kafka_version()
+        self.last_start_s: float | None = None
+        self._ports: BrokerPorts | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"KafkaBroker(version={self.version!r}, data_dir={str(self.data_dir)!r}, {state})"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def ports(self) -> BrokerPorts:
+        if self._ports is None:
+            raise DevenvError("the Kafka broker has not been started yet, so it has no ports")
+        return self._ports
+
+    @property
+    def bootstrap(self) -> str:
+        """`host:port` of the PLAINTEXT listener, for `bootstrap_servers`."""
+        return f"{LOOPBACK}:{self.ports.broker}"
+
+    @property
+    def _props_path(self) -> Path:
+        return self.data_dir / "server.properties"
+
+    @property
+    def _log_dir(self) -> Path:
+        return self.data_dir / "kraft-logs"
+
+    def _jvm(self, *, java: Path, jars: Path, heap: list[str]) -> list[str]:
+        return [
+            str(java),
+            *heap,
+            f"-Dlog4j2.configurationFile={_require(LOG4J_CONFIG).as_uri()}",
+            "-cp",
+            f"{jars}/*",
+        ]
+
+    def _format(self, *, java: Path, jars: Path) -> None:
+        """Give a fresh log dir its cluster id; a formatted one (a restart) is left as it is."""
+        if (self._log_dir / "meta.properties").is_file():
+            return
+        cmd = [
+            *self._jvm(java=java, jars=jars, heap=["-Xmx256m"]),
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            new_cluster_id(),
+            "-c",
+            str(self._props_path),
+        ]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise DevenvError("formatting the Kafka log dir took over 120 s") from exc
+        if done.returncode != 0:
+            output = (done.stdout + done.stderr).strip()
+            raise DevenvError(f"formatting the Kafka log dir failed (exit {done.returncode})", detail=output)
+
+    def start(self) -> None:
+        """Start the broker and return once a consumer group can join and commit on it."""
+        if self.running:
+            return
+        started = time.monotonic()
+        jars = fetch_kafka_jars()
+        java = find_java()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._ports = self._ports or _ports_in(self._props_path) or _new_ports()
+        _write_properties(self._props_path, server_properties(ports=self._ports, log_dir=self._log_dir))
+        self._format(java=java, jars=jars)
+        cmd = [
+            *self._jvm(java=java, jars=jars, heap=["-Xms256m", "-Xmx512m"]),
+            "kafka.Kafka",
+            str(self._props_path),
+        ]
+        self._proc = spawn(cmd, log_path=self.log_path, cwd=self.data_dir)
+        # A script or test session that exits without calling stop() must not leave a JVM behind.
+        atexit.register(self.stop)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        self.last_start_s = time.monotonic() - started
+
+    def _wait_ready(self) -> None:
+        # Imported here: aiokafka is only needed once a broker runs, not to fetch jars.
+        from rollout_devenv._probe import broker_ready
+
+        deadline = time.monotonic() + self.start_timeout_s
+        port = self.ports.broker
+        if not wait_until(
+            lambda: port_open(port), alive=lambda: self.running, timeout_s=self.start_timeout_s
+        ):
+            self._fail_start("its port never opened")
+        reason = ""
+        while time.monotonic() < deadline:
+            if not self.running:
+                self._fail_start("")
+            ready, reason = broker_ready(self.bootstrap)
+            if ready:
+                return
+            time.sleep(0.5)
+        self._fail_start(f"it was not ready after {self.start_timeout_s:.0f} s ({reason})")
+
+    def _fail_start(self, why: str) -> NoReturn:
+        proc = self._proc
+        if proc is not None and proc.poll() is not None:
+            why = f"it exited with code {proc.returncode}"
+        raise DevenvError(
+            f"Kafka {self.version} did not start: {why}; see {self.log_path}", detail=log_tail(self.log_path)
+        )
+
+    def stop(self, *, remove_data: bool = False) -> None:
+        """Stop the broker (SIGTERM, then SIGKILL after 15 s); `remove_data` also deletes a data
+        dir that this object created."""
+        if self._proc is not None:
+            stop_process(self._proc)
+            self._proc = None
+        # Only now: a Ctrl-C that cut the stop short leaves the exit hook to finish it.
+        atexit.unregister(self.stop)
+        if remove_data and self._owns_data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def restart(self) -> None:
+        """Stop and start again on the same data dir and ports."""
+        self.stop()
+        self.start()
+
+    def __enter__(self) -> KafkaBroker:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop(remove_data=True)
