@@ -1,0 +1,365 @@
+"""The `Bus` port on a real Kafka cluster, through aiokafka.
+
+Every aiokafka / broker error is translated here into the port's errors (retry later or give
+up), so the shell handles this bus and `MemoryBus` alike.
+
+Unknown topics: a broker with `auto.create.topics.enable=true` would silently create a topic on
+the first produce or subscribe, which hides typos and gives the topic default settings. This
+adapter therefore checks that a topic exists (a metadata request that never creates anything)
+before it first publishes to or subscribes to it, and raises `UnknownTopicError` otherwise,
+whatever the broker's setting: the same rule `MemoryBus` applies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import MappingProxyType
+from typing import Any
+
+import aiokafka.errors as kerr  # type: ignore[import-untyped]
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener  # type: ignore[import-untyped]
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor  # type: ignore[import-untyped]
+from rollout_common.errors import (
+    InvalidInputError,
+    PermanentError,
+    RolloutError,
+    TransientError,
+    UnknownTopicError,
+)
+from rollout_common.ports import Record, TopicSpec
+
+from rollout_adapters.memory_bus import next_offsets
+
+log = logging.getLogger(__name__)
+
+SECURITY_KEYS = frozenset(
+    {"security_protocol", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "ssl_context"}
+)
+
+# Heartbeats every second let a member notice within about a second that another one joined or
+# left (aiokafka's default of 3 s makes every rebalance slow); the session timeout stays at
+# the default 10 s, the smallest most brokers accept.
+_HEARTBEAT_INTERVAL_MS = 1000
+_SESSION_TIMEOUT_MS = 10000
+_CREATE_TIMEOUT_MS = 30000
+
+# Errors that no retry can fix, even those aiokafka flags as retriable.
+_PERMANENT = (
+    kerr.TopicAuthorizationFailedError,
+    kerr.GroupAuthorizationFailedError,
+    kerr.ClusterAuthorizationFailedError,
+    kerr.AuthenticationFailedError,
+    kerr.SaslAuthenticationFailed,
+    kerr.MessageSizeTooLargeError,
+    kerr.RecordTooLargeError,
+    kerr.RecordListTooLargeError,
+    kerr.InvalidConfigurationError,
+    kerr.InvalidTopicError,
+    kerr.InvalidPartitionsError,
+    kerr.InvalidReplicationFactorError,
+    kerr.PolicyViolationError,
+    kerr.KafkaConfigurationError,
+    kerr.UnsupportedVersionError,
+)
+# Retry later: the cluster is unreachable, electing a leader or rebalancing the group. Errors
+# aiokafka itself marks `retriable` count too.
+_TRANSIENT = (
+    kerr.KafkaConnectionError,
+    kerr.KafkaTimeoutError,
+    kerr.KafkaUnavailableError,
+    kerr.RequestTimedOutError,
+    kerr.NotLeaderForPartitionError,
+    kerr.LeaderNotAvailableError,
+    kerr.GroupCoordinatorNotAvailableError,
+    kerr.NotCoordinatorForGroupError,
+    kerr.RebalanceInProgressError,
+    kerr.CommitFailedError,
+    kerr.IllegalGenerationError,
+    kerr.UnknownMemberIdError,
+    OSError,
+    TimeoutError,
+)
+
+
+def translate(exc: BaseException, doing: str) -> RolloutError:
+    """The port's error for a driver error met while `doing` something."""
+    message = f"kafka: {doing}: {type(exc).__name__}: {exc}"
+    if isinstance(exc, kerr.UnknownTopicOrPartitionError):
+        return UnknownTopicError(message)
+    if isinstance(exc, _PERMANENT):
+        return PermanentError(message)
+    if isinstance(exc, _TRANSIENT) or getattr(exc, "retriable", False):
+        return TransientError(message)
+    return PermanentError(message)
+
+
+@contextmanager
+def _translated(doing: str) -> Iterator[None]:
+    try:
+        yield
+    except (kerr.KafkaError, kerr.ConsumerStoppedError, kerr.IllegalOperation, OSError, TimeoutError) as exc:
+        raise translate(exc, doing) from exc
+
+
+class KafkaBus:
+    """Implements `rollout_common.ports.Bus`.
+
+    `replication_factor` applies to the topics `ensure_topics` creates (1 for a single test
+    broker; 3 on a production cluster). `security` holds the aiokafka settings named in
+    `SECURITY_KEYS`, passed to every client the bus makes.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        client_id: str,
+        security: Mapping[str, Any] | None = None,
+        replication_factor: int = 1,
+    ) -> None:
+        unknown = set(security or {}) - SECURITY_KEYS
+        if unknown:
+            raise InvalidInputError(
+                f"unknown security settings {sorted(unknown)}; allowed: {sorted(SECURITY_KEYS)}"
+            )
+        self._bootstrap = bootstrap
+        self._client_id = client_id
+        self._security = dict(security or {})
+        self._replication_factor = replication_factor
+        self._producer: Any = None
+        self._admin: Any = None
+        self._start_lock = asyncio.Lock()
+        self._known_topics: set[str] = set()
+        self._consumers: set[KafkaConsumer] = set()
+        self._closed = False
+
+    async def ensure_topics(self, topics: Sequence[TopicSpec]) -> None:
+        self._check_open()
+        for spec in topics:
+            if spec.partitions < 1:
+                raise InvalidInputError(f"topic {spec.name!r}: partitions must be >= 1")
+        if not topics:
+            return
+        admin = await self._started_admin()
+        new_topics = [_new_topic(spec, self._replication_factor) for spec in topics]
+        with _translated("create topics"):
+            response = await admin.create_topics(new_topics, timeout_ms=_CREATE_TIMEOUT_MS)
+        for name, code, *rest in response.topic_errors:
+            error_type = kerr.for_code(code)
+            # An existing topic is kept as it is: its settings are not compared or changed.
+            if code and error_type is not kerr.TopicAlreadyExistsError:
+                raise translate(error_type(rest[0] if rest else ""), f"create topic {name!r}")
+        self._known_topics.update(spec.name for spec in topics)
+
+    async def publish(
+        self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes] | None = None
+    ) -> None:
+        self._check_open()
+        await self._require_topics([topic])
+        producer = await self._started_producer()
+        wire_headers = [(name, bytes(data)) for name, data in (headers or {}).items()]
+        with _translated(f"publish to {topic!r}"):
+            await producer.send_and_wait(topic, value, key=key, headers=wire_headers)
+
+    def consumer(self, topics: Sequence[str], *, group: str, from_beginning: bool = True) -> KafkaConsumer:
+        self._check_open()
+        consumer = KafkaConsumer(self, topics=topics, group=group, from_beginning=from_beginning)
+        self._consumers.add(consumer)
+        return consumer
+
+    async def close(self) -> None:
+        """Close the consumers this bus made, then its producer and admin client."""
+        self._closed = True
+        for consumer in list(self._consumers):
+            await consumer.close()
+        for client in (self._producer, self._admin):
+            if client is not None:
+                await _quietly_closed(client)
+        self._producer = self._admin = None
+
+    async def _require_topics(self, names: Sequence[str]) -> None:
+        """Raise UnknownTopicError unless every topic exists; checked once per topic and bus."""
+        missing = [name for name in names if name not in self._known_topics]
+        if not missing:
+            return
+        admin = await self._started_admin()
+        with _translated("list topics"):
+            # A metadata request for all topics: unlike one naming the topic, it never makes
+            # the broker auto-create anything.
+            existing = set(await admin.list_topics())
+        self._known_topics.update(existing.intersection(missing))
+        absent = sorted(set(missing) - existing)
+        if absent:
+            raise UnknownTopicError(f"topics {absent} do not exist (create them with ensure_topics)")
+
+    def _client_settings(self) -> dict[str, Any]:
+        """What every aiokafka client of this bus is built with."""
+        return {"bootstrap_servers": self._bootstrap, "client_id": self._client_id, **self._security}
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise PermanentError("the bus is closed")
+
+    def _forget(self, consumer: KafkaConsumer) -> None:
+        self._consumers.discard(consumer)
+
+    async def _started_producer(self) -> Any:
+        async with self._start_lock:
+            if self._producer is None:
+                producer = AIOKafkaProducer(**self._client_settings(), enable_idempotence=True, acks="all")
+                await _start(producer, "start the producer")
+                self._producer = producer
+            return self._producer
+
+    async def _started_admin(self) -> Any:
+        async with self._start_lock:
+            if self._admin is None:
+                admin = AIOKafkaAdminClient(**self._client_settings())
+                await _start(admin, "start the admin client")
+                self._admin = admin
+            return self._admin
+
+
+class _Ownership(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Follows which partitions the member owns, and keeps commits and rebalances apart.
+
+    For at-least-once it commits nothing on revocation (records handed out by `poll` may still
+    be in work); it only waits for a commit in flight to land before the partitions move.
+    """
+
+    def __init__(self) -> None:
+        self.commit_lock = asyncio.Lock()
+        # Empty before the first assignment; None while a rebalance is under way.
+        self.owned: frozenset[TopicPartition] | None = frozenset()
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        async with self.commit_lock:
+            self.owned = None
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.owned = frozenset(assigned)
+
+
+class KafkaConsumer:
+    """One member of a consumer group; joins on its first poll. Commits only by hand."""
+
+    def __init__(self, bus: KafkaBus, *, topics: Sequence[str], group: str, from_beginning: bool) -> None:
+        self._bus = bus
+        self._topics = list(topics)
+        self._group = group
+        self._from_beginning = from_beginning
+        self._ownership = _Ownership()
+        self._consumer: Any = None
+        self._start_lock = asyncio.Lock()
+        self._closed = False
+
+    def assignment(self) -> frozenset[tuple[str, int]]:
+        """The (topic, partition) pairs this member owns now (empty before its first poll)."""
+        if self._consumer is None:
+            return frozenset()
+        return frozenset((tp.topic, tp.partition) for tp in self._consumer.assignment())
+
+    async def poll(self, *, max_records: int = 500, timeout_s: float = 1.0) -> list[Record]:
+        if max_records < 1:
+            raise InvalidInputError("max_records must be >= 1")
+        consumer = await self._started()
+        with _translated(f"poll {self._topics}"):
+            batches = await consumer.getmany(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        return [_to_record(message) for tp in sorted(batches) for message in batches[tp]]
+
+    async def commit(self, records: Sequence[Record]) -> None:
+        self._check_open()
+        offsets = {TopicPartition(*tp): offset for tp, offset in next_offsets(records).items()}
+        if not offsets or self._consumer is None:
+            return
+        async with self._ownership.commit_lock:
+            owned = self._ownership.owned
+            if owned is None:
+                raise TransientError(
+                    f"kafka: group {self._group!r} is rebalancing; commit again", retry_after_s=0.5
+                )
+            # Partitions that moved to another member are left out: their records are delivered
+            # again to the new owner (at-least-once); committing them would be refused anyway.
+            mine = {tp: offset for tp, offset in offsets.items() if tp in owned}
+            if mine:
+                with _translated(f"commit for group {self._group!r}"):
+                    await self._consumer.commit(mine)
+
+    async def close(self) -> None:
+        """Leave the group (uncommitted records go to the partitions' next owner)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._bus._forget(self)
+        if self._consumer is not None:
+            await _quietly_closed(self._consumer)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise PermanentError("the consumer is closed")
+        self._bus._check_open()
+
+    async def _started(self) -> Any:
+        self._check_open()
+        async with self._start_lock:
+            if self._consumer is None:
+                await self._bus._require_topics(self._topics)
+                consumer = AIOKafkaConsumer(
+                    **self._bus._client_settings(),
+                    group_id=self._group,
+                    enable_auto_commit=False,
+                    auto_offset_reset="earliest" if self._from_beginning else "latest",
+                    # Range, as MemoryBus: co-partitioned topics land on the same member.
+                    partition_assignment_strategy=(RangePartitionAssignor,),
+                    heartbeat_interval_ms=_HEARTBEAT_INTERVAL_MS,
+                    session_timeout_ms=_SESSION_TIMEOUT_MS,
+                )
+                consumer.subscribe(self._topics, listener=self._ownership)
+                await _start(consumer, f"join group {self._group!r}")
+                self._consumer = consumer
+            return self._consumer
+
+
+async def _start(client: Any, doing: str) -> None:
+    """Start an aiokafka client; on failure close it, so no half-open connection is left."""
+    try:
+        with _translated(doing):
+            await client.start()
+    except BaseException:
+        await _quietly_closed(client)
+        raise
+
+
+async def _quietly_closed(client: Any) -> None:
+    # Closing is best effort: a broker that is gone must not turn shutdown into an error.
+    close = client.close if isinstance(client, AIOKafkaAdminClient) else client.stop
+    try:
+        await close()
+    except (kerr.KafkaError, OSError, TimeoutError) as exc:
+        log.warning("kafka: closing %s failed: %s", type(client).__name__, exc)
+
+
+def _new_topic(spec: TopicSpec, replication_factor: int) -> Any:
+    configs = {"cleanup.policy": "compact" if spec.compacted else "delete"}
+    if spec.retention_ms is not None:
+        configs["retention.ms"] = str(spec.retention_ms)
+    return NewTopic(spec.name, spec.partitions, replication_factor, topic_configs=configs)
+
+
+def _to_record(message: ConsumerRecord[bytes, bytes]) -> Record:
+    # Kafka allows null values (tombstones) and null header values; the port has bytes only, as
+    # anything published through it does, so a null from another producer reads as empty.
+    return Record(
+        topic=message.topic,
+        partition=message.partition,
+        offset=message.offset,
+        key=message.key,
+        value=message.value or b"",
+        headers=MappingProxyType({name: data or b"" for name, data in message.headers}),
+        timestamp_ms=message.timestamp,
+    )

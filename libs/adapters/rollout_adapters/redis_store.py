@@ -1,0 +1,102 @@
+"""The `Store` port on Redis (redis.asyncio), every key under one namespace."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import cast
+
+import redis.asyncio as aioredis
+import redis.exceptions as rex
+from rollout_common.errors import InvalidInputError, PermanentError, TransientError
+
+# Worth a retry: the server is unreachable, slow or still loading its data set. The auth and
+# permission errors are ConnectionError subclasses in redis-py but will not heal by retrying.
+_TRANSIENT = (rex.ConnectionError, rex.TimeoutError)
+_PERMANENT_ANYWAY = (rex.AuthenticationError, rex.AuthorizationError)
+_SCAN_BATCH = 500
+
+
+class RedisStore:
+    """Implements `rollout_common.ports.Store`; keys are stored as "<namespace>:<key>".
+
+    The client connects on first use, so building a store never fails; an unreachable server
+    shows up as a TransientError on the first call.
+    """
+
+    def __init__(self, url: str, *, namespace: str = "rollout") -> None:
+        self._prefix = f"{namespace}:"
+        self._redis = aioredis.Redis.from_url(url, decode_responses=False)
+        self._closed = False
+
+    async def get(self, key: str) -> bytes | None:
+        async with self._translated("GET"):
+            # decode_responses=False: values come back as bytes, as stored.
+            return cast("bytes | None", await self._redis.get(self._full(key)))
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        if not keys:
+            return []
+        async with self._translated("MGET"):
+            return cast("list[bytes | None]", await self._redis.mget([self._full(k) for k in keys]))
+
+    async def put(self, key: str, value: bytes) -> None:
+        async with self._translated("SET"):
+            await self._redis.set(self._full(key), value)
+
+    async def put_many(self, items: Mapping[str, bytes]) -> None:
+        if not items:
+            return
+        # MULTI/EXEC: other clients see all of the writes or none of them.
+        async with self._translated("MULTI/EXEC"), self._redis.pipeline(transaction=True) as pipe:
+            for key, value in items.items():
+                pipe.set(self._full(key), value)
+            await pipe.execute()
+
+    async def put_if_absent(self, key: str, value: bytes, *, ttl_s: int | None = None) -> bool:
+        if ttl_s is not None and ttl_s <= 0:
+            raise InvalidInputError(f"ttl_s must be a positive number of seconds, got {ttl_s}")
+        async with self._translated("SET NX"):
+            created = await self._redis.set(self._full(key), value, nx=True, ex=ttl_s)
+            return bool(created)
+
+    async def delete(self, key: str) -> None:
+        async with self._translated("DEL"):
+            await self._redis.delete(self._full(key))
+
+    async def keys(self, prefix: str) -> list[str]:
+        pattern = _glob_escape(self._full(prefix)) + "*"
+        found: set[str] = set()
+        async with self._translated("SCAN"):
+            # SCAN, never KEYS: KEYS blocks the server for the whole key space. SCAN may return
+            # a key twice, hence the set.
+            async for raw in self._redis.scan_iter(match=pattern, count=_SCAN_BATCH):
+                found.add(raw.decode()[len(self._prefix) :])
+        return sorted(found)
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._redis.aclose()
+
+    def _full(self, key: str) -> str:
+        return self._prefix + key
+
+    @asynccontextmanager
+    async def _translated(self, command: str) -> AsyncIterator[None]:
+        """Turn redis-py's exceptions into the port's: retry later, or give up."""
+        if self._closed:
+            raise PermanentError("the store is closed")
+        try:
+            yield
+        except _PERMANENT_ANYWAY as exc:
+            raise PermanentError(f"redis {command}: {exc}") from exc
+        except _TRANSIENT as exc:
+            raise TransientError(f"redis {command}: {exc}") from exc
+        except rex.RedisError as exc:
+            raise PermanentError(f"redis {command}: {exc}") from exc
+
+
+def _glob_escape(text: str) -> str:
+    """Escape the characters SCAN MATCH reads as a pattern, so a prefix matches literally."""
+    return "".join("\\" + char if char in "*?[]\\" else char for char in text)

@@ -1,0 +1,92 @@
+"""What the engine asks the shell to do or to tell: one pydantic model per kind."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rollout_common.status import RolloutState, StageState, Track
+
+
+class _Command(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class StageAdvance(_Command):
+    """One batch: at most maxNew clusters of one partition, one track, one version (GATE-1)."""
+
+    kind: Literal["stage_advance"] = "stage_advance"
+    command_id: str = Field(alias="commandId")
+    rollout_id: str = Field(alias="rolloutId")
+    stage: str
+    track: Track
+    partition: str
+    version: str
+    clusters: tuple[str, ...]
+
+
+class StageTransition(_Command):
+    kind: Literal["stage_transition"] = "stage_transition"
+    rollout_id: str = Field(alias="rolloutId")
+    stage: str
+    track: Track
+    state: StageState
+    version: str | None = None
+    reason: str
+    until: float | None = None
+
+
+class RolloutTransition(_Command):
+    kind: Literal["rollout_transition"] = "rollout_transition"
+    rollout_id: str = Field(alias="rolloutId")
+    state: RolloutState
+    reason: str
+
+
+class CommandAck(_Command):
+    """OPS-3: every operator command is answered on the progress stream."""
+
+    kind: Literal["command_ack"] = "command_ack"
+    command_id: str = Field(alias="commandId")
+    accepted: bool
+    reason: str
+
+
+class Wait(_Command):
+    """One reason the planner is holding back (STAT-5)."""
+
+    rule: str
+    message: str
+    partition: str | None = None
+    numbers: dict[str, Any] = Field(default_factory=dict)
+    clusters: tuple[str, ...] = ()
+    until: float | None = None
+
+
+class WaitChanged(_Command):
+    kind: Literal["wait_changed"] = "wait_changed"
+    rollout_id: str = Field(alias="rolloutId")
+    stage: str
+    track: Track
+    waits: tuple[Wait, ...]
+
+
+class Notice(_Command):
+    """Something an operator should see that is not a state change (membership, ineligibility)."""
+
+    kind: Literal["notice"] = "notice"
+    code: str
+    message: str
+    cluster: str | None = None
+    stage: str | None = None
+
+
+class WakeAt(_Command):
+    """Call the engine again with WakeUp at this instant (epoch seconds)."""
+
+    kind: Literal["wake_at"] = "wake_at"
+    at: float
+
+
+Command = StageAdvance | StageTransition | RolloutTransition | CommandAck | WaitChanged | Notice | WakeAt

@@ -1,0 +1,120 @@
+"""What the engine consumes: one pydantic model per kind, closed as a discriminated union."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rollout_common.fleet import Cluster
+from rollout_common.sequence import check_soak
+from rollout_common.status import Track
+from rollout_common.version import parse_minor, parse_version
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class ReleaseTarget(_Event):
+    """'Clusters on minor M in channel C may now go to V', one entry per minor (START-1)."""
+
+    kind: Literal["release_target"] = "release_target"
+    event_id: str = Field(alias="eventId", min_length=1)
+    channel: str
+    targets: dict[str, str] = Field(min_length=1)
+
+    @field_validator("targets")
+    @classmethod
+    def _versions(cls, value: dict[str, str]) -> dict[str, str]:
+        for minor, version in value.items():
+            parse_minor(minor)
+            parse_version(version)
+        return value
+
+
+class StartRollout(_Event):
+    """An operator's on-demand rollout of one version (START-2, VER-6a)."""
+
+    kind: Literal["start_rollout"] = "start_rollout"
+    event_id: str = Field(alias="eventId", min_length=1)
+    version: str
+    tracks: tuple[Track, ...] = (Track.CONTROL_PLANE, Track.NODES)
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        parse_version(value)
+        return value
+
+    @field_validator("tracks")
+    @classmethod
+    def _some_track(cls, value: tuple[Track, ...]) -> tuple[Track, ...]:
+        if not value:
+            raise ValueError("tracks: choose controlPlane, nodes or both")
+        return value
+
+
+class OperatorCommand(_Event):
+    """Pause, resume, cancel, or set/clear a soak override (OPS-1..3). No rollout id: every active one."""
+
+    kind: Literal["operator_command"] = "operator_command"
+    command_id: str = Field(alias="commandId", min_length=1)
+    action: Literal["pause", "resume", "cancel", "soak_override"]
+    rollout_id: str | None = Field(default=None, alias="rolloutId")
+    stage: str | None = None
+    version: str | None = None
+    soak: float | None = Field(default=None, description="seconds; None clears the override")
+    issued_by: str | None = Field(default=None, alias="issuedBy")
+
+    @field_validator("soak", mode="before")
+    @classmethod
+    def _soak(cls, value: object) -> object:
+        return None if value is None else check_soak(value, field="soak")
+
+
+class UpgradeResult(_Event):
+    """An executor's report about one cluster on one track."""
+
+    kind: Literal["upgrade_result"] = "upgrade_result"
+    command_id: str = Field(alias="commandId")
+    cluster: str
+    track: Track
+    version: str
+    outcome: Literal["started", "succeeded", "failed"]
+    error: str | None = None
+
+
+class Readiness(_Event):
+    kind: Literal["readiness"] = "readiness"
+    cluster: str
+    ready: bool
+    reason: str | None = None
+
+
+class InventoryChange(_Event):
+    """A cluster registered, changed (relabelled, new window...) or removed (SEQ-6)."""
+
+    kind: Literal["inventory"] = "inventory"
+    action: Literal["upsert", "remove"]
+    cluster: Cluster | None = None
+    name: str | None = None
+
+
+class WakeUp(_Event):
+    """A timer the engine asked for has come due."""
+
+    kind: Literal["wake_up"] = "wake_up"
+
+
+Event = Annotated[
+    ReleaseTarget | StartRollout | OperatorCommand | UpgradeResult | Readiness | InventoryChange | WakeUp,
+    Field(discriminator="kind"),
+]
+
+
+class EventBatch(_Event):
+    """Events that happened at one instant, decided together (SOAK-1's 'within one instant')."""
+
+    kind: Literal["batch"] = "batch"
+    events: tuple[Event, ...]

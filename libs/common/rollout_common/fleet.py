@@ -1,0 +1,76 @@
+"""Clusters as the inventory describes them."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rollout_common.labels import LabelMap
+from rollout_common.version import Version, parse_version
+from rollout_common.window import MaintenanceExclusion, MaintenanceWindow
+
+# DNS-1123-ish names keep cluster names safe to pass to drivers as arguments
+CLUSTER_NAME = re.compile(r"[a-zA-Z0-9]([a-zA-Z0-9._-]{0,251}[a-zA-Z0-9])?")
+
+
+def _check_version(value: str) -> str:
+    parse_version(value)
+    return value
+
+
+class NodePool(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    version: str
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        return _check_version(value)
+
+
+class Cluster(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    name: str
+    labels: LabelMap = Field(default_factory=dict)
+    channel: str = "regular"
+    version: str
+    node_version: str | None = Field(default=None, alias="nodeVersion")
+    node_pools: tuple[NodePool, ...] = Field(default=(), alias="nodePools")
+    group: str | None = None
+    group_labels: LabelMap = Field(default_factory=dict, alias="groupLabels")
+    maintenance_window: MaintenanceWindow | None = Field(default=None, alias="maintenanceWindow")
+    exclusions: tuple[MaintenanceExclusion, ...] = ()
+    deprecated_api_usage: bool = Field(default=False, alias="deprecatedApiUsage")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not CLUSTER_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a valid cluster name (letters, digits, '.', '_', '-')")
+        return value
+
+    @field_validator("version", "node_version")
+    @classmethod
+    def _version(cls, value: str | None) -> str | None:
+        return None if value is None else _check_version(value)
+
+    @model_validator(mode="after")
+    def _nodes_not_above_control_plane(self) -> Cluster:
+        if self.nodes > self.control_plane:
+            raise ValueError(f"nodeVersion {self.nodes} is newer than the control plane {self.version}")
+        return self
+
+    @property
+    def control_plane(self) -> Version:
+        return parse_version(self.version)
+
+    @property
+    def nodes(self) -> Version:
+        """The node track's version: the oldest node pool, so every pool is brought up to the target."""
+        if self.node_pools:
+            return min(parse_version(p.version) for p in self.node_pools)
+        return parse_version(self.node_version or self.version)

@@ -1,0 +1,43 @@
+"""Fleet's count-or-percentage values and the one rounding rule every limit uses (SPEC section 7)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)%")
+
+CountOrPercent = int | str
+
+
+def check_count_or_percent(value: object, *, field: str) -> CountOrPercent:
+    """Return the value when it is a count (int >= 0) or a percentage string `"p%"` (p >= 0).
+
+    Numeric strings without `%` are rejected on purpose: Fleet's code reads them as counts but its
+    documentation does not allow them, and we follow the documentation.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{field}: {value!r} is a boolean, expected a count or a percentage like '10%'")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"{field}: {value} is negative, expected a count >= 0 or a percentage")
+        return value
+    if isinstance(value, str) and _PERCENT.fullmatch(value.strip()):
+        return value.strip()
+    raise ValueError(f"{field}: {value!r} is neither a count (integer >= 0) nor a percentage like '10%'")
+
+
+def resolve(value: CountOrPercent, total: int) -> int:
+    """Resolve against `total`: counts clamp to [0, total]; p% > 0 gives floor(total*p/100) in [1, total]."""
+    if total <= 0:
+        return 0
+    if isinstance(value, int):
+        return max(0, min(value, total))
+    match = _PERCENT.fullmatch(value.strip())
+    if match is None:
+        raise ValueError(f"{value!r} is not a count or a percentage")
+    percent = float(match.group(1))
+    if percent <= 0:
+        return 0
+    # the epsilon keeps 49% of 100 at 49 despite binary floating point
+    return max(1, min(total, math.floor(total * percent / 100 + 1e-9)))

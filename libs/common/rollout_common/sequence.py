@@ -1,0 +1,194 @@
+"""Sequences, stages and Fleet's rolloutStrategy, validated with messages naming the field (SEQ, PART)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rollout_common.duration import DAY, parse_duration
+from rollout_common.labels import LabelMap
+from rollout_common.quantity import CountOrPercent, check_count_or_percent, resolve
+from rollout_common.selector import LabelSelector
+from rollout_common.version import parse_version
+
+MAX_SOAK = 30 * DAY
+DEFAULT_SOAK = 7 * DAY
+
+
+def check_soak(value: object, *, field: str) -> float:
+    seconds = parse_duration(value, field=field)
+    if not 0 <= seconds <= MAX_SOAK:
+        raise ValueError(f"{field}: soak must be between 0d and 30d inclusive (SOAK-3), got {value!r}")
+    return seconds
+
+
+class PartitionSpec(BaseModel):
+    """One manual partition; every criterion that is set must match (Fleet semantics)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    name: str
+    max_unavailable: CountOrPercent | None = Field(default=None, alias="maxUnavailable")
+    cluster_name: str | None = Field(default=None, alias="clusterName")
+    cluster_selector: LabelSelector | None = Field(default=None, alias="clusterSelector")
+    cluster_group: str | None = Field(default=None, alias="clusterGroup")
+    cluster_group_selector: LabelSelector | None = Field(default=None, alias="clusterGroupSelector")
+
+    @field_validator("max_unavailable", mode="before")
+    @classmethod
+    def _quantity(cls, value: object) -> object:
+        return None if value is None else check_count_or_percent(value, field="maxUnavailable")
+
+    def matches(self, *, name: str, labels: dict[str, str], group: str | None, group_labels: dict[str, str]) -> bool:
+        criteria = (self.cluster_name, self.cluster_selector, self.cluster_group, self.cluster_group_selector)
+        if all(c is None for c in criteria):
+            return False
+        if self.cluster_name is not None and name != self.cluster_name:
+            return False
+        if self.cluster_selector is not None and not self.cluster_selector.matches(labels):
+            return False
+        if self.cluster_group is not None and group != self.cluster_group:
+            return False
+        return self.cluster_group_selector is None or self.cluster_group_selector.matches(group_labels)
+
+
+class RolloutStrategy(BaseModel):
+    """Fleet's `rolloutStrategy` block, accepted as it is, plus two optional fields of ours (GATE-6)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    max_unavailable: CountOrPercent = Field(default="100%", alias="maxUnavailable")
+    max_unavailable_partitions: CountOrPercent = Field(default=0, alias="maxUnavailablePartitions")
+    auto_partition_size: CountOrPercent = Field(default="25%", alias="autoPartitionSize")
+    auto_partition_threshold: int = Field(default=200, alias="autoPartitionThreshold", ge=0)
+    max_new: int = Field(default=50, alias="maxNew", ge=1)
+    partitions: tuple[PartitionSpec, ...] = ()
+    max_concurrent: int | None = Field(default=None, alias="maxConcurrent", ge=1)
+    max_failures: CountOrPercent | None = Field(default=None, alias="maxFailures")
+
+    @field_validator("max_unavailable", "max_unavailable_partitions", "auto_partition_size", "max_failures", mode="before")
+    @classmethod
+    def _quantity(cls, value: object, info: object) -> object:
+        name = getattr(info, "field_name", "value")
+        alias = {
+            "max_unavailable": "maxUnavailable",
+            "max_unavailable_partitions": "maxUnavailablePartitions",
+            "auto_partition_size": "autoPartitionSize",
+            "max_failures": "maxFailures",
+        }.get(name, name)
+        return None if value is None else check_count_or_percent(value, field=alias)
+
+    @field_validator("auto_partition_size")
+    @classmethod
+    def _size_not_zero(cls, value: CountOrPercent) -> CountOrPercent:
+        if resolve(value, 1_000_000) == 0:
+            raise ValueError("autoPartitionSize resolves to 0 clusters per partition")
+        return value
+
+    @field_validator("partitions")
+    @classmethod
+    def _unique_partition_names(cls, value: tuple[PartitionSpec, ...]) -> tuple[PartitionSpec, ...]:
+        seen: set[str] = set()
+        for part in value:
+            if part.name in seen:
+                raise ValueError(f"partition name {part.name!r} is used twice")
+            seen.add(part.name)
+        return value
+
+
+class Stage(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    name: str
+    upstream: str | None = None
+    cluster_selector: LabelSelector | None = Field(default=None, alias="clusterSelector")
+    cluster_names: tuple[str, ...] | None = Field(default=None, alias="clusterNames")
+    cluster_group: str | None = Field(default=None, alias="clusterGroup")
+    soak: float = DEFAULT_SOAK
+    soak_overrides: dict[str, float] = Field(default_factory=dict, alias="soakOverrides")
+    rollout_strategy: RolloutStrategy = Field(default_factory=RolloutStrategy, alias="rolloutStrategy")
+
+    @field_validator("soak", mode="before")
+    @classmethod
+    def _soak(cls, value: object) -> float:
+        return check_soak(value, field="soak")
+
+    @field_validator("soak_overrides", mode="before")
+    @classmethod
+    def _overrides(cls, value: object) -> object:
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for version, soak in value.items():
+            parse_version(str(version))
+            out[str(version)] = check_soak(soak, field=f"soakOverrides[{version}]")
+        return out
+
+    @model_validator(mode="after")
+    def _one_membership_rule(self) -> Stage:
+        chosen = [n for n, v in (("clusterSelector", self.cluster_selector), ("clusterNames", self.cluster_names),
+                                 ("clusterGroup", self.cluster_group)) if v is not None]
+        if len(chosen) > 1:
+            raise ValueError(f"stage {self.name!r}: choose one of {', '.join(chosen)}")
+        if not chosen:
+            raise ValueError(f"stage {self.name!r}: needs clusterSelector, clusterNames or clusterGroup (SEQ-5)")
+        return self
+
+    def selects(self, *, name: str, labels: dict[str, str], group: str | None) -> bool:
+        if self.cluster_names is not None:
+            return name in self.cluster_names
+        if self.cluster_group is not None:
+            return group == self.cluster_group
+        assert self.cluster_selector is not None
+        return self.cluster_selector.matches(labels)
+
+    def soak_for(self, version: str) -> float:
+        return self.soak_overrides.get(version, self.soak)
+
+
+class Sequence(BaseModel):
+    """An ordered, linear list of stages in one channel (SEQ-1..4)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    name: str = "main"
+    channel: str = "regular"
+    stages: tuple[Stage, ...]
+    max_stages: int | None = Field(default=None, alias="maxStages", ge=1)
+
+    @model_validator(mode="after")
+    def _linear(self) -> Sequence:
+        names = [s.name for s in self.stages]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"stage {name!r} is defined twice (SEQ-1)")
+        if self.max_stages is not None and len(self.stages) > self.max_stages:
+            raise ValueError(f"{len(self.stages)} stages exceed maxStages {self.max_stages} (SEQ-4)")
+        if any(s.upstream is not None for s in self.stages):
+            object.__setattr__(self, "stages", _order_by_upstream(self.stages))
+        return self
+
+
+def _order_by_upstream(stages: tuple[Stage, ...]) -> tuple[Stage, ...]:
+    """Order stages that name their upstream; reject branches, cycles and unknown names (SEQ-1)."""
+    by_name = {s.name: s for s in stages}
+    downstream: dict[str, str] = {}
+    for stage in stages:
+        if stage.upstream is None:
+            continue
+        if stage.upstream not in by_name:
+            raise ValueError(f"stage {stage.name!r}: upstream {stage.upstream!r} is not a stage (SEQ-1)")
+        if stage.upstream in downstream:
+            raise ValueError(f"stage {stage.name!r}: stage {stage.upstream!r} already has downstream "
+                             f"{downstream[stage.upstream]!r}; a sequence cannot branch (SEQ-1)")
+        downstream[stage.upstream] = stage.name
+    roots = [s.name for s in stages if s.upstream is None]
+    if len(roots) != 1:
+        culprit = roots[1] if len(roots) > 1 else stages[0].name
+        raise ValueError(f"stage {culprit!r}: a sequence has exactly one first stage (SEQ-1), found {roots or 'none'}")
+    ordered = [roots[0]]
+    while ordered[-1] in downstream:
+        ordered.append(downstream[ordered[-1]])
+    missing = [s.name for s in stages if s.name not in ordered]
+    if missing:
+        raise ValueError(f"stage {missing[0]!r} is part of a cycle (SEQ-1)")
+    return tuple(by_name[n] for n in ordered)

@@ -1,0 +1,86 @@
+"""The status vocabulary of both reference systems (STAT-1, STAT-2, STAT-4), as string enums."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Track(str, Enum):
+    CONTROL_PLANE = "controlPlane"
+    NODES = "nodes"
+
+
+TRACKS = (Track.CONTROL_PLANE, Track.NODES)
+
+
+class ClusterStatus(str, Enum):
+    PENDING = "PENDING"
+    OUT_OF_SYNC = "OUT_OF_SYNC"
+    PAUSED = "PAUSED"
+    IN_PROGRESS = "IN_PROGRESS"
+    NOT_READY = "NOT_READY"
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+    INELIGIBLE = "INELIGIBLE"
+    SKIPPED_NEWER = "SKIPPED_NEWER"
+
+
+class PauseType(str, Enum):
+    MAINTENANCE_POLICY = "MAINTENANCE_POLICY"
+    DEPRECATED_API = "DEPRECATED_API"
+    USER = "USER"
+
+
+class IneligibleType(str, Enum):
+    INCOMPATIBLE_VERSION = "INCOMPATIBLE_VERSION"
+    OTHER_CHANNEL = "OTHER_CHANNEL"
+    NO_PARTITION = "NO_PARTITION"
+
+
+class StageState(str, Enum):
+    PENDING = "PENDING"
+    IN_PROGRESS = "IN_PROGRESS"
+    SOAKING = "SOAKING"
+    FORCED_SOAKING = "FORCED_SOAKING"
+    COMPLETE = "COMPLETE"
+    PAUSED = "PAUSED"
+    STUCK = "STUCK"
+    CANCELLED = "CANCELLED"
+
+
+class StageReason(str, Enum):
+    USER = "USER"
+    FAILURE_BUDGET = "FAILURE_BUDGET"
+    INCOMPATIBLE_VERSION = "INCOMPATIBLE_VERSION"
+    EMPTY_FIRST_STAGE = "EMPTY_FIRST_STAGE"
+    SUPERSEDED = "SUPERSEDED"
+    ALL_UPGRADED = "ALL_UPGRADED"
+    MAX_UPGRADE_TIME = "MAX_UPGRADE_TIME"
+    SOAK_ELAPSED = "SOAK_ELAPSED"
+    EMPTY_STAGE_PASS_THROUGH = "EMPTY_STAGE_PASS_THROUGH"
+    VERSION_ARRIVED = "VERSION_ARRIVED"
+    RESUMED = "RESUMED"
+
+
+class RolloutState(str, Enum):
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    CANCELLED = "CANCELLED"
+    COMPLETED = "COMPLETED"
+
+
+class WaitRule(str, Enum):
+    """Why the planner holds back (STAT-5); the names point at the spec's rules."""
+
+    GATE_1_MAX_UNAVAILABLE = "GATE-1"
+    GATE_3_MAX_UNAVAILABLE_PARTITIONS = "GATE-3"
+    GATE_6_MAX_CONCURRENT = "GATE-6"
+    WIN_MAINTENANCE = "WIN"
+    VER_8_DEPRECATED_API = "VER-8"
+    SOAK_1_CONTROL_PLANE_FIRST = "SOAK-1"
+    SOAK_2_SOAKING = "SOAK-2"
+    SOAK_2_PARTITIONS_NOT_READY = "SOAK-2-READY"
+    OPS_1_PAUSED = "OPS-1"
+    FAILED_UPGRADES = "FAILED"
+    VER_5_STUCK = "VER-5"
+    SOAK_5_EMPTY_FIRST_STAGE = "SOAK-5"

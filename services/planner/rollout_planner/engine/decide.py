@@ -1,0 +1,148 @@
+"""The engine's one entry point: apply an event at `now`, settle the stages, return the commands."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+
+from rollout_common.commands import Command, Notice, RolloutTransition, WakeAt
+from rollout_common.events import (
+    Event,
+    EventBatch,
+    InventoryChange,
+    OperatorCommand,
+    Readiness,
+    ReleaseTarget,
+    StartRollout,
+    UpgradeResult,
+    WakeUp,
+)
+from rollout_common.fleet import Cluster
+from rollout_common.sequence import Sequence
+from rollout_common.status import RolloutState
+from rollout_common.version import parse_minor, parse_version
+from rollout_planner.engine import lifecycle, operations, results
+from rollout_planner.engine.dispatch import dispatch_stage
+from rollout_planner.engine.inventory import apply_inventory, build_fleet
+from rollout_planner.engine.model import CP, NODES, EngineState, Offer, RolloutRec
+from rollout_planner.engine.targets import enqueue
+
+_SETTLE_ROUNDS = 1000
+
+
+def new_state(sequence: Sequence, clusters: Iterable[Cluster]) -> EngineState:
+    state = EngineState(sequence=sequence)
+    build_fleet(state, clusters)
+    return state
+
+
+def decide(state: EngineState, event: Event | EventBatch, now: float) -> tuple[EngineState, list[Command]]:
+    state.now = now
+    state.out = []
+    _apply(state, event)
+    _fire_timers(state)
+    _settle(state)
+    _request_wake(state)
+    out, state.out = state.out, []
+    return state, out
+
+
+def _apply(state: EngineState, event: Event | EventBatch) -> None:
+    match event:
+        case EventBatch():
+            for inner in event.events:
+                _apply(state, inner)
+        case ReleaseTarget():
+            _release(state, event)
+        case StartRollout():
+            _start_on_demand(state, event)
+        case OperatorCommand():
+            operations.apply_command(state, event)
+        case UpgradeResult():
+            results.apply_result(state, event)
+        case Readiness():
+            results.apply_readiness(state, event)
+        case InventoryChange():
+            apply_inventory(state, event)
+        case WakeUp():
+            pass
+
+
+def _new_rollout(state: EngineState, *, event_id: str, tracks: tuple[int, ...]) -> RolloutRec | None:
+    if event_id in state.seen_events:
+        state.emit(Notice(code="DUPLICATE_EVENT", message=f"event {event_id} was already applied (START-4)"))
+        return None
+    state.seen_events.add(event_id)
+    rollout = RolloutRec(id=f"{state.sequence.name}-{len(state.rollouts) + 1}", event_id=event_id,
+                         created_at=state.now, tracks=tracks)
+    return rollout
+
+
+def _release(state: EngineState, event: ReleaseTarget) -> None:
+    if event.channel != state.sequence.channel:
+        state.emit(Notice(code="OTHER_CHANNEL",
+                          message=f"release {event.event_id} is for channel {event.channel}, this sequence "
+                                  f"follows {state.sequence.channel}; ignored"))
+        return
+    rollout = _new_rollout(state, event_id=event.event_id, tracks=(CP, NODES))
+    if rollout is None:
+        return
+    rollout.by_minor = {parse_minor(m): parse_version(v) for m, v in event.targets.items()}
+    _launch(state, rollout, Offer(rollout.id, by_minor=rollout.by_minor))
+
+
+def _start_on_demand(state: EngineState, event: StartRollout) -> None:
+    tracks = tuple(sorted({CP if t.value == "controlPlane" else NODES for t in event.tracks}))
+    rollout = _new_rollout(state, event_id=event.event_id, tracks=tracks)
+    if rollout is None:
+        return
+    rollout.version = parse_version(event.version)
+    _launch(state, rollout, Offer(rollout.id, version=rollout.version, on_demand=True))
+
+
+def _launch(state: EngineState, rollout: RolloutRec, offer: Offer) -> None:
+    state.rollouts[rollout.id] = rollout
+    state.emit(RolloutTransition(rollout_id=rollout.id, state=RolloutState.RUNNING,
+                                 reason=f"started by event {rollout.event_id}"))
+    lifecycle.reach_stage(state, state.stages[0], {CP: offer, NODES: offer})
+
+
+def _fire_timers(state: EngineState) -> None:
+    while state.timers and state.timers[0].at <= state.now:
+        timer = heapq.heappop(state.timers)
+        if timer.kind == "cluster":
+            name, track = timer.key
+            cluster = state.clusters.get(str(name))
+            if cluster is not None and cluster.waiting_until[int(track)] is not None:  # type: ignore[call-overload]
+                cluster.waiting_until[int(track)] = None  # type: ignore[call-overload]
+                enqueue(state, cluster, int(track))  # type: ignore[call-overload]
+            continue
+        stage_index, track, rollout_id = timer.key
+        run = state.stages[int(stage_index)].runs[int(track)].get(str(rollout_id))  # type: ignore[call-overload]
+        if run is None:
+            continue
+        if timer.kind == "soak":
+            lifecycle.on_soak_timer(state, run)
+        elif timer.kind == "deadline":
+            lifecycle.on_deadline(state, run)
+
+
+def _settle(state: EngineState) -> None:
+    """Dispatch every touched stage in order until nothing more changes within this instant."""
+    for _ in range(_SETTLE_ROUNDS):
+        if not state.dirty:
+            return
+        index = min(state.dirty)
+        dispatch_stage(state, state.stages[index])
+        # a dispatch only makes its own stage stricter (hand-outs), so one pass per instant is enough
+        state.dirty.discard(index)
+        _fire_timers(state)
+
+
+def _request_wake(state: EngineState) -> None:
+    if not state.timers:
+        return
+    earliest = state.timers[0].at
+    if earliest != state.requested_wake:
+        state.requested_wake = earliest
+        state.emit(WakeAt(at=earliest))

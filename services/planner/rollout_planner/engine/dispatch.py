@@ -1,0 +1,186 @@
+"""Handing out batches inside a stage: partitions in order, GATE-1 per batch, GATE-3 across partitions."""
+
+from __future__ import annotations
+
+import heapq
+
+from rollout_common.commands import StageAdvance, WaitChanged
+from rollout_common.quantity import resolve
+from rollout_common.status import TRACKS, StageState, WaitRule
+from rollout_common.version import Version
+from rollout_planner.engine.availability import blocked, next_start
+from rollout_planner.engine.lifecycle import finish_if_done
+from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, PartitionRec, Run, StageRec
+from rollout_planner.engine.tally import refresh
+
+WaitTuple = tuple[str, str | None, dict[str, object]]
+
+
+def dispatch_stage(state: EngineState, stage: StageRec) -> None:
+    # SOAK-1: within one instant, node upgrades (finishing started clusters) go before new control planes
+    for track in (NODES, CP):
+        waits: list[WaitTuple] = []
+        if any(r.dispatchable or r.state is StageState.PAUSED for r in stage.runs[track].values()):
+            _dispatch_track(state, stage, track, waits)
+        finish_if_done(state, stage, track)
+        _record_waits(state, stage, track, waits)
+
+
+def _dispatch_track(state: EngineState, stage: StageRec, track: int, waits: list[WaitTuple]) -> None:
+    strategy = stage.spec.rollout_strategy
+    limit = resolve(strategy.max_unavailable_partitions, len(stage.partitions))
+    forced = stage.forced_run[track] is not None
+    not_ready: list[str] = []
+    for partition in stage.partitions:
+        if partition.index > 0 and len(not_ready) > limit:
+            if _has_pending(stage, partition.index, track):
+                waits.append((WaitRule.GATE_3_MAX_UNAVAILABLE_PARTITIONS.value, partition.name,
+                              {"notReadyPartitions": len(not_ready), "maxUnavailablePartitions": limit,
+                               "partitions": list(not_ready)}))
+            return
+        _dispatch_partition(state, stage, partition, track, waits)
+        if not forced and partition.not_ready(track):
+            not_ready.append(partition.name)
+
+
+def _has_pending(stage: StageRec, start: int, track: int) -> bool:
+    return any(heap for p in stage.partitions[start:] for heap in p.pending[track].values())
+
+
+def _dispatch_partition(
+    state: EngineState, stage: StageRec, partition: PartitionRec, track: int, waits: list[WaitTuple]
+) -> None:
+    for version in sorted(partition.pending[track]):
+        heap = partition.pending[track][version]
+        while heap:
+            if not _dispatch_batch(state, stage=stage, partition=partition, track=track, version=version,
+                                   waits=waits):
+                break
+        if not heap:
+            del partition.pending[track][version]
+
+
+def _valid_head(state: EngineState, heap: list[str], track: int, version: Version) -> ClusterRec | None:
+    """Drop queue entries made stale by a retarget or a hand-out; return the first live one."""
+    while heap:
+        cluster = state.clusters.get(heap[0])
+        if cluster is not None and cluster.queued[track] and cluster.target[track] == version \
+                and cluster.running[track] is None:
+            return cluster
+        heapq.heappop(heap)
+    return None
+
+
+def _dispatch_batch(
+    state: EngineState, *, stage: StageRec, partition: PartitionRec, track: int, version: Version,
+    waits: list[WaitTuple],
+) -> bool:
+    """Try one batch; True when one went out (so the caller tries the next)."""
+    heap = partition.pending[track][version]
+    head = _valid_head(state, heap, track, version)
+    if head is None:
+        return False
+    run = stage.runs[track].get(head.target_run[track] or "")
+    if run is None or not run.dispatchable or state.rollouts[run.rollout_id].paused:
+        if run is not None and (run.state is StageState.PAUSED or state.rollouts[run.rollout_id].paused):
+            waits.append((WaitRule.OPS_1_PAUSED.value, partition.name, {"reason": run.reason}))
+        return False
+    strategy = stage.spec.rollout_strategy
+    cap = strategy.max_new
+    if strategy.max_concurrent is not None:
+        cap = min(cap, strategy.max_concurrent - stage.in_flight)
+        if cap <= 0:
+            waits.append((WaitRule.GATE_6_MAX_CONCURRENT.value, partition.name,
+                          {"inFlight": stage.in_flight, "maxConcurrent": strategy.max_concurrent}))
+            return False
+    first = version not in partition.first_sent[track]
+    limit = partition.max_unavailable
+    if not first and partition.unavailable >= limit + cap and partition.unavailable > 0:
+        # closed even if every candidate were among the unavailable ones: skip the queue work
+        _gate_1_wait(waits, partition, partition.unavailable)
+        return False
+    batch = _take(state, heap=heap, track=track, version=version, run=run, cap=cap)
+    if not batch:
+        return False
+    if not first:
+        others = partition.unavailable - sum(1 for c in batch if not c.available)
+        if others > 0 and others >= limit:
+            for cluster in batch:
+                heapq.heappush(heap, cluster.name)
+            _gate_1_wait(waits, partition, others)
+            return False
+    _hand_out(state, stage=stage, partition=partition, track=track, version=version, run=run, batch=batch)
+    return True
+
+
+def _gate_1_wait(waits: list[WaitTuple], partition: PartitionRec, unavailable: int) -> None:
+    waits.append((WaitRule.GATE_1_MAX_UNAVAILABLE.value, partition.name,
+                  {"unavailable": unavailable, "maxUnavailable": partition.max_unavailable}))
+
+
+def _take(
+    state: EngineState, *, heap: list[str], track: int, version: Version, run: Run, cap: int
+) -> list[ClusterRec]:
+    """The next clusters in name order that can start now (WIN-3: the others give up their turn)."""
+    batch: list[ClusterRec] = []
+    while len(batch) < cap:
+        cluster = _valid_head(state, heap, track, version)
+        if cluster is None:
+            break
+        if cluster.target_run[track] != run.rollout_id:
+            break  # another rollout's clusters on the same version get their own batch
+        heapq.heappop(heap)
+        if not _can_start(state, cluster, track, version):
+            continue
+        batch.append(cluster)
+    return batch
+
+
+def _can_start(state: EngineState, cluster: ClusterRec, track: int, version: Version) -> bool:
+    if cluster.busy or cluster.spec.deprecated_api_usage or (track == NODES and cluster.versions[CP] < version):
+        cluster.queued[track] = False  # queued again when what holds it changes
+        return False
+    if cluster.spec.maintenance_window is None and not cluster.spec.exclusions:
+        return True
+    if not blocked(cluster, track, version, state.now):
+        return True
+    cluster.queued[track] = False
+    opens = next_start(cluster, track, version, state.now)
+    cluster.waiting_until[track] = opens if opens is not None else float("inf")
+    if opens is not None:
+        state.add_timer(opens, "cluster", cluster.name, track)
+    return False
+
+
+def _hand_out(
+    state: EngineState, *, stage: StageRec, partition: PartitionRec, track: int, version: Version, run: Run,
+    batch: list[ClusterRec],
+) -> None:
+    state.next_command += 1
+    command_id = f"{run.rollout_id}/{stage.spec.name}/{TRACKS[track].value}/{state.next_command}"
+    for cluster in batch:
+        cluster.running[track] = version
+        cluster.running_cmd[track] = command_id
+        cluster.queued[track] = False
+        stage.in_flight += 1
+        refresh(state, cluster)
+    partition.first_sent[track].add(version)
+    state.emit(StageAdvance(command_id=command_id, rollout_id=run.rollout_id, stage=stage.spec.name,
+                            track=TRACKS[track], partition=partition.name, version=version.text,
+                            clusters=tuple(c.name for c in batch)))
+
+
+def _record_waits(state: EngineState, stage: StageRec, track: int, waits: list[WaitTuple]) -> None:
+    """Keep the latest reasons for status; tell the progress stream when the kind of wait changes."""
+    stage.waits[track] = waits
+    keys = tuple((rule, part) for rule, part, _ in waits)
+    if keys == stage.wait_keys[track]:
+        return
+    stage.wait_keys[track] = keys
+    run = stage.latest_run(track)
+    if run is None:
+        return
+    from rollout_planner.engine.reasons import describe_waits
+
+    state.emit(WaitChanged(rollout_id=run.rollout_id, stage=stage.spec.name, track=TRACKS[track],
+                           waits=tuple(describe_waits(state, stage, track))))

@@ -1,0 +1,199 @@
+"""A run's life through a stage: start, stuck, soak, forced soak, complete, qualify (SOAK, VER-2..5)."""
+
+from __future__ import annotations
+
+from rollout_common.commands import RolloutTransition, StageTransition
+from rollout_common.status import TRACKS, RolloutState, StageReason, StageState
+from rollout_common.version import Version
+from rollout_planner.engine.eligibility import on_offered, would_take
+from rollout_planner.engine.model import MAX_UPGRADE_TIME, EngineState, Offer, Run, StageRec
+from rollout_planner.engine.targets import retarget
+
+_REASONS = {
+    StageReason.VERSION_ARRIVED: "the version reached the stage",
+    StageReason.ALL_UPGRADED: "all eligible clusters upgraded",
+    StageReason.MAX_UPGRADE_TIME: "not finished within the 30-day maximum upgrade time; soaking anyway",
+    StageReason.SOAK_ELAPSED: "soak elapsed; version qualified downstream",
+    StageReason.EMPTY_STAGE_PASS_THROUGH: "no clusters in this stage; the version passes through",
+    StageReason.EMPTY_FIRST_STAGE: "the first stage has no clusters, so nothing can be qualified downstream",
+    StageReason.INCOMPATIBLE_VERSION: "no cluster of the stage is eligible for any qualified version",
+    StageReason.SUPERSEDED: "every cluster it still had to upgrade now goes to a newer version",
+    StageReason.USER: "paused by an operator",
+    StageReason.FAILURE_BUDGET: "too many upgrades failed",
+    StageReason.RESUMED: "resumed",
+}
+
+
+def set_state(state: EngineState, run: Run, new: StageState, reason: StageReason, *, detail: str = "") -> None:
+    run.state = new
+    run.reason = reason.value
+    stage = state.stages[run.stage]
+    version = run.qualified if new in (StageState.SOAKING, StageState.FORCED_SOAKING, StageState.COMPLETE) else None
+    if version is None:
+        version = min(run.working) if run.working else run.offered
+    text = _REASONS.get(reason, reason.value) + (f": {detail}" if detail else "")
+    until = run.soak_end if new in (StageState.SOAKING, StageState.FORCED_SOAKING) else None
+    state.emit(StageTransition(rollout_id=run.rollout_id, stage=stage.spec.name, track=TRACKS[run.track],
+                               state=new, version=None if version is None else version.text, reason=text,
+                               until=until))
+
+
+def reach_stage(state: EngineState, stage: StageRec, offers: dict[int, Offer]) -> None:
+    """A version reached this stage on some tracks: open runs, retarget members, start or stick."""
+    opened: list[tuple[Run, Offer]] = []
+    for track, offer in offers.items():
+        if track not in state.rollouts[offer.rollout_id].tracks:
+            continue
+        run = Run(offer.rollout_id, stage.index, track, StageState.PENDING, "", opened_at=state.now,
+                  offered=offer.version or _lowest(offer))
+        for older in stage.runs[track].values():
+            if older.state is StageState.STUCK:
+                set_state(state, older, StageState.CANCELLED, StageReason.SUPERSEDED)
+        stage.runs[track][offer.rollout_id] = run
+        if not stage.members and not stage.no_partition:
+            _empty_stage(state, stage, run)
+            continue
+        stage.offers[track].append(offer)
+        stage.forced_run[track] = None
+        opened.append((run, offer))
+    if not opened:
+        return
+    for name in stage.members:
+        retarget(state, state.clusters[name])
+    for run, offer in opened:
+        _begin(state, stage, run, offer)
+    state.dirty.add(stage.index)
+
+
+def _lowest(offer: Offer) -> Version | None:
+    values = sorted((offer.by_minor or {}).values())
+    return values[0] if values else None
+
+
+def _empty_stage(state: EngineState, stage: StageRec, run: Run) -> None:
+    """SOAK-5: an empty first stage qualifies nothing; an empty later stage passes the version through."""
+    if stage.index == 0:
+        set_state(state, run, StageState.STUCK, StageReason.EMPTY_FIRST_STAGE)
+        return
+    run.qualified = run.offered
+    run.started_at = run.finished_at = state.now
+    set_state(state, run, StageState.COMPLETE, StageReason.EMPTY_STAGE_PASS_THROUGH)
+    qualify_downstream(state, run)
+
+
+def _begin(state: EngineState, stage: StageRec, run: Run, offer: Offer) -> None:
+    members = [state.clusters[n] for n in stage.members]
+    if run.remaining > 0 or any(on_offered(offer, c, run.track) for c in members):
+        _start(state, run)
+    elif any(would_take(offer, c, run.track) for c in members):
+        set_state(state, run, StageState.CANCELLED, StageReason.SUPERSEDED)
+    else:
+        set_state(state, run, StageState.STUCK, StageReason.INCOMPATIBLE_VERSION,
+                  detail=f"offered {run.offered}, members on {_version_summary(state, stage, run.track)}")
+
+
+def _version_summary(state: EngineState, stage: StageRec, track: int) -> str:
+    versions = sorted({state.clusters[n].versions[track] for n in stage.members})
+    return ", ".join(v.text for v in versions[:5])
+
+
+def _start(state: EngineState, run: Run) -> None:
+    run.started_at = state.now
+    paused = state.rollouts[run.rollout_id].paused
+    if paused:
+        set_state(state, run, StageState.PAUSED, StageReason.USER)
+    else:
+        set_state(state, run, StageState.IN_PROGRESS, StageReason.VERSION_ARRIVED)
+    state.add_timer(state.now + MAX_UPGRADE_TIME, "deadline", run.stage, run.track, run.rollout_id)
+
+
+def revisit_stuck(state: EngineState, stage: StageRec, track: int) -> None:
+    """SOAK-4b: a stuck run is evaluated again when versions or the inventory change."""
+    for run in stage.runs[track].values():
+        if run.state is StageState.STUCK and run.reason == StageReason.INCOMPATIBLE_VERSION.value and run.remaining:
+            _start(state, run)
+
+
+def finish_if_done(state: EngineState, stage: StageRec, track: int) -> None:
+    """SOAK-2: every eligible cluster upgraded and every partition Ready -> soak."""
+    for run in list(stage.runs[track].values()):
+        if not run.active or run.remaining > 0:
+            continue
+        if run.superseded:
+            set_state(state, run, StageState.CANCELLED, StageReason.SUPERSEDED)
+            continue
+        forced = stage.forced_run[track] is not None
+        if forced or not any(p.not_ready(track) for p in stage.partitions):
+            start_soak(state, run, forced=False)
+
+
+def qualified_version(run: Run) -> Version | None:
+    """SOAK-4a: the lowest version upgraded to in this run, else the lowest it worked on."""
+    if run.upgraded:
+        return min(run.upgraded)
+    if run.working:
+        return min(run.working)
+    return run.offered
+
+
+def soak_seconds(state: EngineState, stage: StageRec, version: Version | None) -> float:
+    text = "" if version is None else version.text
+    override = state.soak_overrides.get((stage.spec.name, text))
+    return override if override is not None else stage.spec.soak_for(text)
+
+
+def start_soak(state: EngineState, run: Run, *, forced: bool) -> None:
+    stage = state.stages[run.stage]
+    run.qualified = qualified_version(run)
+    run.soak_started = state.now
+    run.soak_end = state.now + soak_seconds(state, stage, run.qualified)
+    if forced:
+        run.forced = True
+        stage.forced_run[run.track] = run.rollout_id
+        set_state(state, run, StageState.FORCED_SOAKING, StageReason.MAX_UPGRADE_TIME)
+    else:
+        set_state(state, run, StageState.SOAKING, StageReason.ALL_UPGRADED)
+    state.dirty.add(stage.index)
+    if run.soak_end <= state.now:
+        complete(state, run)
+    else:
+        state.add_timer(run.soak_end, "soak", run.stage, run.track, run.rollout_id)
+
+
+def complete(state: EngineState, run: Run) -> None:
+    run.finished_at = state.now
+    set_state(state, run, StageState.COMPLETE, StageReason.SOAK_ELAPSED)
+    qualify_downstream(state, run)
+
+
+def qualify_downstream(state: EngineState, run: Run) -> None:
+    """VER-2: the next stage's same track receives the qualified version."""
+    nxt = run.stage + 1
+    if nxt < len(state.stages) and run.qualified is not None:
+        reach_stage(state, state.stages[nxt], {run.track: Offer(run.rollout_id, version=run.qualified)})
+    update_rollout(state, run.rollout_id)
+
+
+def on_deadline(state: EngineState, run: Run) -> None:
+    """SOAK-4: 30 days after the track started, soak anyway."""
+    if run.active and run.started_at is not None and run.started_at + MAX_UPGRADE_TIME <= state.now:
+        start_soak(state, run, forced=True)
+
+
+def on_soak_timer(state: EngineState, run: Run) -> None:
+    if run.soaking and run.soak_end is not None and run.soak_end <= state.now:
+        complete(state, run)
+
+
+def update_rollout(state: EngineState, rollout_id: str) -> None:
+    """STAT-4: a rollout is COMPLETED when each of its tracks completed the last stage."""
+    rollout = state.rollouts[rollout_id]
+    if rollout.state in (RolloutState.CANCELLED, RolloutState.COMPLETED):
+        return
+    last = state.stages[-1]
+    done = all((r := last.runs[t].get(rollout_id)) is not None and r.state is StageState.COMPLETE
+               for t in rollout.tracks)
+    if done:
+        rollout.state = RolloutState.COMPLETED
+        rollout.reason = "every stage completed"
+        state.emit(RolloutTransition(rollout_id=rollout_id, state=rollout.state, reason=rollout.reason))

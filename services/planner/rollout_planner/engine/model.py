@@ -1,0 +1,230 @@
+"""The engine's runtime records. Plain slotted classes: they hold per-cluster data for whole fleets."""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from rollout_common.commands import Command
+from rollout_common.fleet import Cluster
+from rollout_common.sequence import Sequence, Stage
+from rollout_common.status import RolloutState, StageState
+from rollout_common.version import Minor, Version
+
+CP = 0
+NODES = 1
+TRACK_INDEXES = (CP, NODES)
+MAX_UPGRADE_TIME = 30 * 86400.0
+
+
+class ClusterRec:
+    """What the planner knows of one cluster; per-track fields are 2-lists indexed by CP / NODES."""
+
+    __slots__ = (
+        "awaiting_ready",
+        "available",
+        "done_by",
+        "failed",
+        "name",
+        "not_done",
+        "partition",
+        "queued",
+        "ready",
+        "running",
+        "running_cmd",
+        "spec",
+        "stage",
+        "target",
+        "target_run",
+        "versions",
+        "waiting_until",
+    )
+
+    def __init__(self, spec: Cluster) -> None:
+        self.name = spec.name
+        self.spec = spec
+        self.stage: int | None = None
+        self.partition: int | None = None
+        self.versions: list[Version] = [spec.control_plane, spec.nodes]
+        self.ready = True
+        self.running: list[Version | None] = [None, None]
+        self.running_cmd: list[str | None] = [None, None]
+        self.awaiting_ready = False
+        self.failed: list[str | None] = [None, None]
+        self.target: list[Version | None] = [None, None]
+        self.target_run: list[str | None] = [None, None]
+        self.done_by: list[set[str]] = [set(), set()]
+        self.queued: list[bool] = [False, False]
+        self.waiting_until: list[float | None] = [None, None]
+        self.available = True
+        self.not_done = [False, False]
+
+    @property
+    def busy(self) -> bool:
+        return self.running[CP] is not None or self.running[NODES] is not None
+
+    def compute_available(self) -> bool:
+        return self.ready and not self.busy and not self.awaiting_ready and self.failed == [None, None]
+
+
+class PartitionRec:
+    __slots__ = ("first_sent", "index", "max_unavailable", "members", "name", "not_done", "pending", "unavailable")
+
+    def __init__(self, *, index: int, name: str, members: list[str], max_unavailable: int) -> None:
+        self.index = index
+        self.name = name
+        self.members = members
+        self.max_unavailable = max_unavailable
+        self.unavailable = 0
+        self.not_done = [0, 0]
+        # per track: version -> heap of cluster names waiting for a batch slot (name order, PART-4)
+        self.pending: list[dict[Version, list[str]]] = [{}, {}]
+        self.first_sent: list[set[Version]] = [set(), set()]
+
+    def push(self, track: int, version: Version, name: str) -> None:
+        heapq.heappush(self.pending[track].setdefault(version, []), name)
+
+    def not_ready(self, track: int) -> bool:
+        """GATE-2: more clusters not done than maxUnavailable."""
+        return self.not_done[track] > self.max_unavailable
+
+
+@dataclass(slots=True)
+class Offer:
+    """A version that reached a stage's track: release targets (first stage) or a qualified version."""
+
+    rollout_id: str
+    version: Version | None = None
+    by_minor: dict[Minor, Version] | None = None
+    on_demand: bool = False
+
+
+@dataclass(slots=True)
+class Run:
+    """One rollout's run of one track through one stage (STAT-2)."""
+
+    rollout_id: str
+    stage: int
+    track: int
+    state: StageState
+    reason: str
+    opened_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    soak_started: float | None = None
+    soak_end: float | None = None
+    forced: bool = False
+    working: set[Version] = field(default_factory=set)
+    upgraded: set[Version] = field(default_factory=set)
+    remaining: int = 0
+    superseded: int = 0
+    failures: int = 0
+    qualified: Version | None = None
+    offered: Version | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.state in (StageState.IN_PROGRESS, StageState.PAUSED)
+
+    @property
+    def dispatchable(self) -> bool:
+        """IN_PROGRESS, or force-soaked: SOAK-4 keeps upgrading the clusters left behind."""
+        if self.state is StageState.IN_PROGRESS:
+            return True
+        return self.forced and self.state in (StageState.FORCED_SOAKING, StageState.COMPLETE)
+
+    @property
+    def soaking(self) -> bool:
+        return self.state in (StageState.SOAKING, StageState.FORCED_SOAKING)
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in (StageState.COMPLETE, StageState.CANCELLED)
+
+
+class StageRec:
+    __slots__ = (
+        "forced_run",
+        "in_flight",
+        "index",
+        "members",
+        "no_partition",
+        "offers",
+        "partitions",
+        "runs",
+        "spec",
+        "wait_keys",
+        "waits",
+    )
+
+    def __init__(self, *, index: int, spec: Stage) -> None:
+        self.index = index
+        self.spec = spec
+        self.members: list[str] = []
+        self.partitions: list[PartitionRec] = []
+        self.no_partition: list[str] = []
+        self.offers: list[list[Offer]] = [[], []]
+        self.runs: list[dict[str, Run]] = [{}, {}]
+        self.forced_run: list[str | None] = [None, None]
+        self.in_flight = 0
+        # per track: why the last dispatch held back, as (rule, partition, numbers) tuples (STAT-5)
+        self.waits: list[list[tuple[str, str | None, dict[str, object]]]] = [[], []]
+        self.wait_keys: list[tuple[tuple[str, str | None], ...]] = [(), ()]
+
+    def latest_run(self, track: int) -> Run | None:
+        runs = self.runs[track]
+        return next(reversed(runs.values())) if runs else None
+
+
+@dataclass(slots=True)
+class RolloutRec:
+    id: str
+    event_id: str
+    created_at: float
+    by_minor: dict[Minor, Version] | None = None
+    version: Version | None = None
+    tracks: tuple[int, ...] = TRACK_INDEXES
+    state: RolloutState = RolloutState.RUNNING
+    paused: bool = False
+    reason: str = "started"
+
+    @property
+    def on_demand(self) -> bool:
+        return self.version is not None
+
+    def versions(self) -> list[Version]:
+        if self.version is not None:
+            return [self.version]
+        return sorted(set((self.by_minor or {}).values()))
+
+
+@dataclass(order=True, slots=True)
+class Timer:
+    at: float
+    kind: str = field(compare=False)
+    key: tuple[object, ...] = field(compare=False)
+
+
+class EngineState:
+    """Everything the planner decides from. Persisted as a snapshot by the shell."""
+
+    def __init__(self, *, sequence: Sequence) -> None:
+        self.sequence = sequence
+        self.stages = [StageRec(index=i, spec=s) for i, s in enumerate(sequence.stages)]
+        self.stage_by_name = {s.spec.name: s for s in self.stages}
+        self.clusters: dict[str, ClusterRec] = {}
+        self.rollouts: dict[str, RolloutRec] = {}
+        self.seen_events: set[str] = set()
+        self.soak_overrides: dict[tuple[str, str], float] = {}
+        self.timers: list[Timer] = []
+        self.next_command = 0
+        self.dirty: set[int] = set()
+        self.out: list[Command] = []
+        self.now = 0.0
+        self.requested_wake: float | None = None
+
+    def add_timer(self, at: float, kind: str, *key: object) -> None:
+        heapq.heappush(self.timers, Timer(at, kind, key))
+
+    def emit(self, command: Command) -> None:
+        self.out.append(command)

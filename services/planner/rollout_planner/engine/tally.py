@@ -1,0 +1,44 @@
+"""Per-partition counters kept current one cluster at a time, so no event rescans the fleet."""
+
+from __future__ import annotations
+
+from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState
+
+
+def refresh(state: EngineState, cluster: ClusterRec) -> None:
+    """Recompute the cluster's availability and GATE-2 'not done' flags; move the partition counts."""
+    available = cluster.compute_available()
+    not_done = [cluster.target[t] is not None or not available for t in TRACK_INDEXES]
+    if cluster.stage is None or cluster.partition is None:
+        cluster.available, cluster.not_done = available, not_done
+        return
+    partition = state.stages[cluster.stage].partitions[cluster.partition]
+    if available != cluster.available:
+        partition.unavailable += -1 if available else 1
+        cluster.available = available
+    for track in TRACK_INDEXES:
+        if not_done[track] != cluster.not_done[track]:
+            partition.not_done[track] += 1 if not_done[track] else -1
+            cluster.not_done[track] = not_done[track]
+    state.dirty.add(cluster.stage)
+
+
+def detach(state: EngineState, cluster: ClusterRec) -> None:
+    """Take the cluster out of its partition's counts (before a membership change)."""
+    if cluster.stage is not None and cluster.partition is not None:
+        partition = state.stages[cluster.stage].partitions[cluster.partition]
+        if not cluster.available:
+            partition.unavailable -= 1
+        for track in TRACK_INDEXES:
+            if cluster.not_done[track]:
+                partition.not_done[track] -= 1
+        state.dirty.add(cluster.stage)
+    cluster.available = True
+    cluster.not_done = [False, False]
+
+
+def attach(state: EngineState, cluster: ClusterRec) -> None:
+    """Count the cluster in its (new) partition from scratch."""
+    cluster.available = True
+    cluster.not_done = [False, False]
+    refresh(state, cluster)

@@ -1,0 +1,65 @@
+"""Assigning each cluster its next target and queueing it for a batch slot."""
+
+from __future__ import annotations
+
+from rollout_planner.engine.eligibility import best_target
+from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState
+from rollout_planner.engine.tally import refresh
+
+
+def retarget(state: EngineState, cluster: ClusterRec) -> None:
+    """Re-evaluate both tracks (VER-6: after every upgrade and whenever a version reaches the stage)."""
+    if cluster.stage is None or cluster.partition is None:
+        return
+    for track in TRACK_INDEXES:
+        _retarget_track(state, cluster, track)
+    refresh(state, cluster)
+    for track in TRACK_INDEXES:
+        enqueue(state, cluster, track)
+
+
+def _retarget_track(state: EngineState, cluster: ClusterRec, track: int) -> None:
+    if cluster.running[track] is not None:
+        return  # the running upgrade decides; re-evaluated when it reports back
+    assert cluster.stage is not None
+    stage = state.stages[cluster.stage]
+    best = best_target(state, stage, cluster, track)
+    new_version, new_run = (None, None) if best is None else best
+    if new_version == cluster.target[track] and new_run == cluster.target_run[track]:
+        return
+    old_run = cluster.target_run[track]
+    if old_run is not None:
+        run = stage.runs[track].get(old_run)
+        if run is not None:
+            run.remaining -= 1
+            if new_run is not None and new_run != old_run:
+                run.superseded += 1
+    cluster.target[track] = new_version
+    cluster.target_run[track] = new_run
+    cluster.queued[track] = False
+    cluster.waiting_until[track] = None
+    if new_run is not None and new_version is not None:
+        run = stage.runs[track].get(new_run)
+        if run is not None:
+            run.remaining += 1
+            run.working.add(new_version)
+    if cluster.failed[track] is not None and new_version is not None:
+        cluster.failed[track] = None  # a new target is a new attempt; the old failure stays in the log
+
+
+def enqueue(state: EngineState, cluster: ClusterRec, track: int) -> None:
+    """Put the cluster in its partition's queue when nothing but a batch slot holds it back."""
+    version = cluster.target[track]
+    if version is None or cluster.queued[track] or cluster.running[track] is not None:
+        return
+    if cluster.failed[track] is not None or cluster.spec.deprecated_api_usage:
+        return
+    if track == NODES and cluster.versions[CP] < version:
+        return  # SOAK-1: queued when the control plane gets there
+    if cluster.waiting_until[track] is not None and cluster.waiting_until[track] > state.now:  # type: ignore[operator]
+        return
+    assert cluster.stage is not None and cluster.partition is not None
+    state.stages[cluster.stage].partitions[cluster.partition].push(track, version, cluster.name)
+    cluster.queued[track] = True
+    cluster.waiting_until[track] = None
+    state.dirty.add(cluster.stage)

@@ -1,0 +1,141 @@
+"""Read-only views of the engine state: cluster statuses (STAT-1), stages (STAT-2), partitions (STAT-3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rollout_common.quantity import resolve
+from rollout_common.status import TRACKS, ClusterStatus, IneligibleType, PauseType, StageState
+from rollout_planner.engine.eligibility import offered_versions
+from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState, StageRec
+from rollout_planner.engine.reasons import describe_waits, window_waits
+
+# most pressing first: the overall status of a cluster is the first of its two tracks' in this order
+_PRIORITY = [
+    ClusterStatus.FAILED, ClusterStatus.PAUSED, ClusterStatus.IN_PROGRESS, ClusterStatus.NOT_READY,
+    ClusterStatus.OUT_OF_SYNC, ClusterStatus.PENDING, ClusterStatus.INELIGIBLE, ClusterStatus.COMPLETE,
+    ClusterStatus.SKIPPED_NEWER,
+]
+
+StatusPair = tuple[ClusterStatus, str | None]
+
+
+def reached_partitions(state: EngineState, stage: StageRec, track: int) -> int:
+    """How many partitions GATE-3 lets through right now."""
+    limit = resolve(stage.spec.rollout_strategy.max_unavailable_partitions, len(stage.partitions))
+    forced = stage.forced_run[track] is not None
+    not_ready = 0
+    for partition in stage.partitions:
+        if partition.index > 0 and not_ready > limit:
+            return partition.index
+        if not forced and partition.not_ready(track):
+            not_ready += 1
+    return len(stage.partitions)
+
+
+def track_status(state: EngineState, cluster: ClusterRec, track: int) -> StatusPair:
+    if cluster.stage is None:
+        if cluster.spec.channel != state.sequence.channel:
+            return ClusterStatus.INELIGIBLE, IneligibleType.OTHER_CHANNEL.value
+        return ClusterStatus.INELIGIBLE, "matches no stage of the sequence"
+    stage = state.stages[cluster.stage]
+    if cluster.partition is None:
+        return ClusterStatus.INELIGIBLE, IneligibleType.NO_PARTITION.value
+    if cluster.failed[track] is not None:
+        return ClusterStatus.FAILED, cluster.failed[track]
+    if cluster.running[track] is not None:
+        return ClusterStatus.IN_PROGRESS, f"upgrading to {cluster.running[track]}"
+    if cluster.target[track] is not None:
+        return _targeted(state, stage, cluster, track)
+    return _untargeted(state, stage, cluster, track)
+
+
+def _targeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track: int) -> StatusPair:
+    target = cluster.target[track]
+    run = stage.runs[track].get(cluster.target_run[track] or "")
+    if cluster.spec.deprecated_api_usage:
+        return ClusterStatus.PAUSED, PauseType.DEPRECATED_API.value
+    until = cluster.waiting_until[track]
+    if until is not None and until > state.now:
+        return ClusterStatus.PAUSED, PauseType.MAINTENANCE_POLICY.value
+    if run is not None and run.state is StageState.PAUSED:
+        return ClusterStatus.PAUSED, PauseType.USER.value if run.reason == "USER" else run.reason
+    if track == NODES and target is not None and cluster.versions[CP] < target:
+        return ClusterStatus.PENDING, "waits for its control plane (SOAK-1)"
+    assert cluster.partition is not None
+    if run is None or not run.active or cluster.partition >= reached_partitions(state, stage, track):
+        return ClusterStatus.PENDING, f"target {target}; partition not reached"
+    return ClusterStatus.OUT_OF_SYNC, f"target {target}; waiting for a batch slot"
+
+
+def _untargeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track: int) -> StatusPair:
+    if cluster.done_by[track]:
+        if cluster.awaiting_ready or not cluster.ready:
+            return ClusterStatus.NOT_READY, "upgraded, not yet reported ready"
+        return ClusterStatus.COMPLETE, None
+    candidates = [v for o in stage.offers[track] for v in offered_versions(o, cluster, track)]
+    if not candidates:
+        if not stage.offers[track]:
+            return ClusterStatus.PENDING, "no version has reached this stage yet"
+        return ClusterStatus.INELIGIBLE, IneligibleType.INCOMPATIBLE_VERSION.value
+    current = cluster.versions[track]
+    if current in candidates:
+        return ClusterStatus.COMPLETE, None
+    if all(v < current for v in candidates):
+        return ClusterStatus.SKIPPED_NEWER, f"already on {current}, newer than {max(candidates)}"
+    return ClusterStatus.INELIGIBLE, IneligibleType.INCOMPATIBLE_VERSION.value
+
+
+def cluster_status(state: EngineState, cluster: ClusterRec) -> StatusPair:
+    pairs = [track_status(state, cluster, t) for t in TRACK_INDEXES]
+    return min(pairs, key=lambda p: _PRIORITY.index(p[0]))
+
+
+def stage_track_state(stage: StageRec, track: int) -> str:
+    run = stage.latest_run(track)
+    return StageState.PENDING.value if run is None else run.state.value
+
+
+def stage_view(state: EngineState, stage: StageRec, *, with_clusters: bool = True) -> dict[str, Any]:
+    """One stage's status: per track state, counts per cluster status, partitions, and why it waits."""
+    tracks: dict[str, Any] = {}
+    for track in TRACK_INDEXES:
+        counts: dict[str, int] = {}
+        for name in stage.members + stage.no_partition:
+            status, _ = track_status(state, state.clusters[name], track)
+            counts[status.value] = counts.get(status.value, 0) + 1
+        run = stage.latest_run(track)
+        qualified = sorted({r.qualified.text for r in stage.runs[track].values()
+                            if r.state is StageState.COMPLETE and r.qualified is not None})
+        waits = describe_waits(state, stage, track, with_clusters=with_clusters)
+        waits += window_waits(state, stage, track)
+        tracks[TRACKS[track].value] = {
+            "state": stage_track_state(stage, track),
+            "rollout": None if run is None else run.rollout_id,
+            "reason": None if run is None else run.reason,
+            "version": None if run is None else _run_version(run),
+            "soakEnd": None if run is None else run.soak_end,
+            "startedAt": None if run is None else run.started_at,
+            "finishedAt": None if run is None else run.finished_at,
+            "counts": counts,
+            "qualified": qualified,
+            "partitions": [_partition_view(p, track) for p in stage.partitions],
+            "waits": [w.model_dump(mode="json") for w in waits],
+        }
+    return {"name": stage.spec.name, "clusters": len(stage.members) + len(stage.no_partition), "tracks": tracks}
+
+
+def _run_version(run: Any) -> str | None:
+    version = run.qualified or (min(run.working) if run.working else run.offered)
+    return None if version is None else str(version)
+
+
+def _partition_view(partition: Any, track: int) -> dict[str, Any]:
+    return {
+        "name": partition.name,
+        "clusters": len(partition.members),
+        "maxUnavailable": partition.max_unavailable,
+        "unavailable": partition.unavailable,
+        "notDone": partition.not_done[track],
+        "ready": not partition.not_ready(track),
+    }

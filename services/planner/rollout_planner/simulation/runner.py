@@ -1,0 +1,211 @@
+"""Runs a scenario on a simulated clock with the planner's own engine, and builds the report."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from rollout_common.commands import Command, StageAdvance, StageTransition, WakeAt
+from rollout_common.events import (
+    Event,
+    EventBatch,
+    InventoryChange,
+    OperatorCommand,
+    ReleaseTarget,
+    StartRollout,
+    WakeUp,
+)
+from rollout_common.status import Track
+from rollout_common.window import to_epoch
+from rollout_planner.engine import decide, new_state
+from rollout_planner.engine.model import EngineState
+from rollout_planner.engine.partitioning import StagePlan, assign_stages, plan_partitions
+from rollout_planner.engine.views import cluster_status, stage_track_state
+from rollout_planner.simulation.scenario import Scenario, ScriptEvent
+from rollout_planner.simulation.world import Finish, World
+
+_MAX_ROUNDS_PER_INSTANT = 100
+
+
+@dataclass(slots=True)
+class Report:
+    plan: dict[str, Any]
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    cluster_events: list[dict[str, Any]] = field(default_factory=list)
+    transitions: list[dict[str, Any]] = field(default_factory=list)
+    final: dict[str, Any] = field(default_factory=dict)
+    decisions: int = 0
+    commands: list[Command] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"plan": self.plan, "batches": self.batches, "clusterEvents": self.cluster_events,
+                "transitions": self.transitions, "final": self.final}
+
+
+def plan_of(scenario: Scenario) -> tuple[list[StagePlan], list[str]]:
+    fleet = scenario.fleet()
+    membership = assign_stages(scenario.sequence, fleet)
+    by_name = {c.name: c for c in fleet}
+    plans = []
+    warnings: list[str] = []
+    for index, stage in enumerate(scenario.sequence.stages):
+        members = [by_name[n] for n, i in membership.stage_of.items() if i == index]
+        plan = plan_partitions(stage, members)
+        plans.append(plan)
+        warnings += plan.warnings
+    for name, stages in membership.conflicts.items():
+        warnings.append(f"cluster {name} matches stages {', '.join(stages)} and joins none (SEQ-2)")
+    if membership.other_channel:
+        warnings.append(f"{len(membership.other_channel)} cluster(s) on another channel are ineligible (SEQ-3): "
+                        f"{', '.join(membership.other_channel[:10])}")
+    return plans, warnings
+
+
+class Simulator:
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.origin = to_epoch(scenario.start)
+        self.world = World(scenario.simulation)
+        self.state: EngineState = new_state(scenario.sequence, scenario.fleet())
+        self.queue: list[tuple[float, int, str, Any]] = []
+        self.counter = itertools.count()
+        self.event_ids = itertools.count(1)
+        plans, warnings = plan_of(scenario)
+        self.report = Report(plan={"stages": [_plan_json(p) for p in plans], "warnings": warnings})
+        self.watch: set[str] = set()
+
+    def _push(self, t: float, kind: str, payload: Any) -> None:
+        heapq.heappush(self.queue, (t, next(self.counter), kind, payload))
+
+    def run(self) -> Report:
+        for event in self.scenario.events:
+            self._push(event.at, "script", event)
+        for edge, name in self.world.window_edges():
+            self._push(edge, "health", name)
+        self._push(0.0, "wake", None)
+        while self.queue and self.queue[0][0] <= self.scenario.until:
+            self._instant(self.queue[0][0])
+        self._finalize()
+        return self.report
+
+    def _instant(self, t: float) -> None:
+        events: list[Event] = []
+        touched: list[str] = []
+        wake = False
+        while self.queue and self.queue[0][0] == t:
+            _, _, kind, payload = heapq.heappop(self.queue)
+            if kind == "script":
+                events += self._script(payload)
+            elif kind == "finish":
+                events.append(self.world.finish(t=t, item=payload))
+                touched.append(payload.cluster)
+            elif kind == "health":
+                touched.append(payload)
+            else:
+                wake = True
+        events += self._observe(touched, t)
+        for _ in range(_MAX_ROUNDS_PER_INSTANT):
+            if not events and not wake:
+                break
+            wake = False
+            commands = self._decide(events, t)
+            events = self._carry_out(commands, t)
+
+    def _observe(self, names: list[str], t: float) -> list[Event]:
+        out: list[Event] = []
+        for name in dict.fromkeys(names):
+            change, again = self.world.observe(name, t)
+            if change is not None:
+                out.append(change)
+            if again is not None:
+                self._push(again, "health", name)
+        return out
+
+    def _decide(self, events: list[Event], t: float) -> list[Command]:
+        self.report.decisions += 1
+        _, commands = decide(self.state, EventBatch(events=tuple(events)), self.origin + t)
+        return commands
+
+    def _carry_out(self, commands: list[Command], t: float) -> list[Event]:
+        started: list[str] = []
+        for command in commands:
+            self.report.commands.append(command)
+            if isinstance(command, StageAdvance):
+                self._batch(command, t)
+                started += command.clusters
+            elif isinstance(command, StageTransition):
+                self.report.transitions.append(_transition_json(command, t))
+            elif isinstance(command, WakeAt):
+                self._push(max(t, command.at - self.origin), "wake", None)
+        return self._observe(started, t)
+
+    def _batch(self, command: StageAdvance, t: float) -> None:
+        self.report.batches.append({"t": t, "stage": command.stage, "track": command.track.value,
+                                    "partition": command.partition, "version": command.version,
+                                    "clusters": list(command.clusters)})
+        for name in command.clusters:
+            end = self.world.start(t=t, cluster=name, track=command.track, version=command.version,
+                                   command_id=command.command_id)
+            failed = self.world.should_fail(name, command.track)
+            self._push(end, "finish", Finish(name, command.track, command.version, command.command_id, failed))
+
+    def _script(self, event: ScriptEvent) -> list[Event]:
+        number = next(self.event_ids)
+        out: list[Event] = []
+        if event.release_target is not None:
+            spec = event.release_target
+            out.append(ReleaseTarget(event_id=spec.id or f"release-{number}", channel=spec.channel,
+                                     targets=spec.targets))
+        start = event.start_rollout or (event.command.start_rollout if event.command else None)
+        if start is not None:
+            out.append(StartRollout(event_id=f"start-{number}", version=start.version, tracks=start.tracks))
+        if event.command is not None and event.command.action != "start_rollout":
+            out.append(_operator(event, number))
+        if event.inventory is not None:
+            if event.inventory.upsert is not None:
+                out.append(InventoryChange(action="upsert", cluster=event.inventory.upsert))
+            if event.inventory.remove is not None:
+                out.append(InventoryChange(action="remove", name=event.inventory.remove))
+        return out
+
+    def _finalize(self) -> None:
+        self.report.cluster_events = self.world.events
+        clusters = {}
+        for name, record in sorted(self.state.clusters.items()):
+            status, reason = cluster_status(self.state, record)
+            clusters[name] = {"controlPlane": record.versions[0].text, "nodes": record.versions[1].text,
+                              "status": status.value, "reason": reason}
+        stages = {s.spec.name: {"controlPlane": stage_track_state(s, 0), "nodes": stage_track_state(s, 1)}
+                  for s in self.state.stages}
+        self.report.final = {"clusters": clusters, "stages": stages}
+
+
+def _operator(event: ScriptEvent, number: int) -> OperatorCommand:
+    assert event.command is not None
+    action = event.command.action
+    if action == "soak_override":
+        spec = event.command.soak_override
+        assert spec is not None
+        return OperatorCommand(command_id=f"cmd-{number}", action="soak_override", stage=spec.stage,
+                               version=spec.version, soak=spec.soak)
+    return OperatorCommand(command_id=f"cmd-{number}", action=action)  # type: ignore[arg-type]
+
+
+def _transition_json(command: StageTransition, t: float) -> dict[str, Any]:
+    return {"t": t, "stage": command.stage, "track": command.track.value, "state": command.state.value,
+            "version": command.version, "reason": command.reason, "rollout": command.rollout_id}
+
+
+def _plan_json(plan: StagePlan) -> dict[str, Any]:
+    return {"name": plan.name, "partitions": [{"name": p.name, "clusters": list(p.clusters),
+                                                "maxUnavailable": p.max_unavailable} for p in plan.partitions],
+            "noPartition": plan.no_partition}
+
+
+def simulate(scenario: Scenario) -> Report:
+    return Simulator(scenario).run()
+
+
+__all__ = ["Report", "Simulator", "Track", "WakeUp", "simulate"]

@@ -1,0 +1,349 @@
+"""The Bus contract: what the shell may rely on, whichever bus it holds.
+
+Every test runs against MemoryBus and against KafkaBus on the real broker (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from typing import Protocol, cast
+
+import pytest
+from rollout_adapters.kafka_bus import KafkaBus
+from rollout_adapters.memory_bus import MemoryBus, kafka_partition
+from rollout_common.errors import InvalidInputError, PermanentError, TransientError, UnknownTopicError
+from rollout_common.ports import Bus, Consumer, Record, TopicSpec
+
+# The bus fixture is built on the session's event loop; its tests must run on that loop too.
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+# How long a test waits for records that should arrive: long enough for a Kafka group join,
+# only ever spent in full when a contract is broken.
+ARRIVAL_S = 20.0
+# How long a test listens to be sure that nothing more arrives.
+QUIET_S = 0.25
+
+
+class GroupMember(Consumer, Protocol):
+    """What both consumers offer beyond the port, for tests that wait on a rebalance."""
+
+    def assignment(self) -> frozenset[tuple[str, int]]: ...
+
+
+def topic_name(prefix: str, name: str = "events") -> str:
+    return f"{prefix}.{name}"
+
+
+def group_name(prefix: str, name: str) -> str:
+    return f"{prefix}.group.{name}"
+
+
+async def make_topic(bus: Bus, prefix: str, *, partitions: int = 1, name: str = "events") -> str:
+    topic = topic_name(prefix, name)
+    await bus.ensure_topics([TopicSpec(topic, partitions=partitions)])
+    return topic
+
+
+async def collect(consumer: Consumer, *, count: int, within_s: float = ARRIVAL_S) -> list[Record]:
+    """Poll until `count` records arrived, then listen a little longer to catch any extra."""
+    got: list[Record] = []
+    deadline = time.monotonic() + within_s
+    while len(got) < count and time.monotonic() < deadline:
+        got += await consumer.poll(timeout_s=0.5)
+    got += await consumer.poll(timeout_s=QUIET_S)
+    return got
+
+
+async def wait_for_assignment(
+    members: list[GroupMember], *, partitions: frozenset[tuple[str, int]], within_s: float = ARRIVAL_S
+) -> None:
+    """Poll every member until they own `partitions` between them, each a share of its own."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        owned = [member.assignment() for member in members]
+        if all(owned) and frozenset().union(*owned) == partitions and sum(map(len, owned)) == len(partitions):
+            return
+        # Polling drives the group protocol; nothing is published yet, so nothing is lost.
+        await asyncio.gather(*(member.poll(timeout_s=0.2) for member in members))
+    pytest.fail(f"no stable split of {sorted(partitions)} among {len(members)} members within {within_s}s")
+
+
+def by_partition(records: list[Record]) -> dict[int, list[Record]]:
+    grouped: dict[int, list[Record]] = defaultdict(list)
+    for record in records:
+        grouped[record.partition].append(record)
+    return grouped
+
+
+async def test_records_come_back_in_publish_order_within_each_partition(bus: Bus, topic_prefix: str) -> None:
+    topic = await make_topic(bus, topic_prefix, partitions=3)
+    for seq in range(30):
+        await bus.publish(topic, key=f"cluster-{seq % 5}".encode(), value=str(seq).encode())
+    consumer = bus.consumer([topic], group=group_name(topic_prefix, "reader"))
+
+    got = await collect(consumer, count=30)
+
+    assert len(got) == 30
+    for partition, records in by_partition(got).items():
+        assert [r.offset for r in records] == list(range(len(records))), f"partition {partition}"
+    per_key: dict[bytes | None, list[int]] = defaultdict(list)
+    for record in got:
+        per_key[record.key].append(int(record.value))
+    assert all(values == sorted(values) for values in per_key.values())
+
+
+async def test_a_key_always_lands_on_the_partition_kafkas_default_partitioner_picks(
+    bus: Bus, topic_prefix: str
+) -> None:
+    topic = await make_topic(bus, topic_prefix, partitions=4)
+    keys = [f"cluster-{n}".encode() for n in range(12)]
+    for round_ in range(2):
+        for key in keys:
+            await bus.publish(topic, key=key, value=b"%d" % round_)
+    consumer = bus.consumer([topic], group=group_name(topic_prefix, "reader"))
+
+    got = await collect(consumer, count=24)
+
+    partitions_of: dict[bytes | None, set[int]] = defaultdict(set)
+    for record in got:
+        partitions_of[record.key].add(record.partition)
+    # The same partition in memory as on the broker: a key's partition never depends on the bus.
+    assert partitions_of == {key: {kafka_partition(key, 4)} for key in keys}
+    assert len({kafka_partition(key, 4) for key in keys}) > 1
+
+
+async def test_key_value_and_headers_round_trip_and_headers_are_copied(bus: Bus, topic_prefix: str) -> None:
+    topic = await make_topic(bus, topic_prefix)
+    headers = {"ce_type": b"rollout.wave.started", "ce_id": b"\x00\xff binary"}
+    await bus.publish(topic, key=b"cluster-a", value=b'{"wave": 1}', headers=headers)
+    headers["ce_type"] = b"changed after publish"
+    await bus.publish(topic, key=None, value=b"no key, no headers")
+    consumer = bus.consumer([topic], group=group_name(topic_prefix, "reader"))
+
+    first, second = await collect(consumer, count=2)
+
+    assert (first.topic, first.key, first.value) == (topic, b"cluster-a", b'{"wave": 1}')
+    assert dict(first.headers) == {"ce_type": b"rollout.wave.started", "ce_id": b"\x00\xff binary"}
+    assert (second.key, second.value, dict(second.headers)) == (None, b"no key, no headers", {})
+    assert first.timestamp_ms > 0
+
+
+async def test_publishing_to_a_topic_never_created_raises_unknown_topic(bus: Bus, topic_prefix: str) -> None:
+    missing = topic_name(topic_prefix, "never-created")
+    for _ in range(2):
+        # Twice: the first attempt must not have created the topic behind our back.
+        with pytest.raises(UnknownTopicError):
+            await bus.publish(missing, key=b"k", value=b"v")
+
+
+async def test_a_record_over_the_size_limit_is_refused_for_good(bus: Bus, topic_prefix: str) -> None:
+    topic = await make_topic(bus, topic_prefix)
+    with pytest.raises(PermanentError):
+        await bus.publish(topic, key=b"k", value=b"x" * 2_000_000)
+
+
+async def test_consuming_a_topic_never_created_raises_unknown_topic(bus: Bus, topic_prefix: str) -> None:
+    known = await make_topic(bus, topic_prefix)
+    consumer = bus.consumer(
+        [known, topic_name(topic_prefix, "never-created")], group=group_name(topic_prefix, "reader")
+    )
+    with pytest.raises(UnknownTopicError):
+        await consumer.poll(timeout_s=0.2)
+    await consumer.close()
+
+
+async def test_uncommitted_records_go_to_the_next_member_and_committed_ones_do_not(
+    bus: Bus, topic_prefix: str
+) -> None:
+    topic = await make_topic(bus, topic_prefix)
+    for seq in range(5):
+        await bus.publish(topic, key=b"k", value=b"%d" % seq)
+    group = group_name(topic_prefix, "workers")
+    first = bus.consumer([topic], group=group)
+    handed_out = await collect(first, count=5)
+    assert [r.value for r in handed_out] == [b"0", b"1", b"2", b"3", b"4"]
+
+    await first.commit(handed_out[:2])
+    await first.close()  # records 2..4 were handed out but never committed: a crash mid-work
+
+    second = bus.consumer([topic], group=group)
+    redelivered = await collect(second, count=3)
+    assert [r.value for r in redelivered] == [b"2", b"3", b"4"]
+    await second.close()
+
+
+async def test_commit_takes_the_highest_offset_per_partition_whatever_the_order(
+    bus: Bus, topic_prefix: str
+) -> None:
+    topic = await make_topic(bus, topic_prefix)
+    for seq in range(4):
+        await bus.publish(topic, key=b"k", value=b"%d" % seq)
+    group = group_name(topic_prefix, "workers")
+    first = bus.consumer([topic], group=group)
+    got = await collect(first, count=4)
+    await first.commit([got[2], got[0]])
+    await first.close()
+
+    second = bus.consumer([topic], group=group)
+    assert [r.value for r in await collect(second, count=1)] == [b"3"]
+    await second.close()
+
+
+async def test_two_members_split_the_partitions_and_see_each_record_once(bus: Bus, topic_prefix: str) -> None:
+    topic = await make_topic(bus, topic_prefix, partitions=4)
+    group = group_name(topic_prefix, "workers")
+    members = [cast(GroupMember, bus.consumer([topic], group=group)) for _ in range(2)]
+    await wait_for_assignment(members, partitions=frozenset((topic, p) for p in range(4)))
+
+    for seq in range(40):
+        await bus.publish(topic, key=f"cluster-{seq}".encode(), value=b"%d" % seq)
+    seen: list[list[Record]] = [[], []]
+    deadline = time.monotonic() + ARRIVAL_S
+    while sum(map(len, seen)) < 40 and time.monotonic() < deadline:
+        for member, got in zip(members, seen, strict=True):
+            batch = await member.poll(timeout_s=0.2)
+            await member.commit(batch)
+            got += batch
+
+    values = sorted(int(r.value) for got in seen for r in got)
+    assert values == list(range(40))
+    partitions = [{r.partition for r in got} for got in seen]
+    assert all(partitions) and not partitions[0] & partitions[1]
+
+    # When one leaves, the other takes over all partitions.
+    await members[1].close()
+    await wait_for_assignment(members[:1], partitions=frozenset((topic, p) for p in range(4)))
+    await members[0].close()
+
+
+async def test_another_group_reads_everything_again(bus: Bus, topic_prefix: str) -> None:
+    topic = await make_topic(bus, topic_prefix, partitions=2)
+    for seq in range(6):
+        await bus.publish(topic, key=b"%d" % seq, value=b"%d" % seq)
+    planner = bus.consumer([topic], group=group_name(topic_prefix, "planner"))
+    await planner.commit(await collect(planner, count=6))
+    await planner.close()
+
+    auditor = bus.consumer([topic], group=group_name(topic_prefix, "auditor"))
+    assert sorted(r.value for r in await collect(auditor, count=6)) == [b"%d" % n for n in range(6)]
+    await auditor.close()
+
+
+async def test_a_new_group_not_from_the_beginning_sees_only_later_records(
+    bus: Bus, topic_prefix: str
+) -> None:
+    topic = await make_topic(bus, topic_prefix)
+    await bus.publish(topic, key=b"k", value=b"old")
+    consumer = cast(
+        GroupMember, bus.consumer([topic], group=group_name(topic_prefix, "tail"), from_beginning=False)
+    )
+    await wait_for_assignment([consumer], partitions=frozenset({(topic, 0)}))
+    await bus.publish(topic, key=b"k", value=b"new")
+
+    assert [r.value for r in await collect(consumer, count=1)] == [b"new"]
+    await consumer.close()
+
+
+async def test_poll_returns_at_most_max_records(bus: Bus, topic_prefix: str) -> None:
+    topic = await make_topic(bus, topic_prefix)
+    for seq in range(5):
+        await bus.publish(topic, key=b"k", value=b"%d" % seq)
+    consumer = bus.consumer([topic], group=group_name(topic_prefix, "reader"))
+    first: list[Record] = []
+    deadline = time.monotonic() + ARRIVAL_S
+    while not first and time.monotonic() < deadline:
+        first = await consumer.poll(max_records=2, timeout_s=0.5)
+
+    assert [r.value for r in first] == [b"0", b"1"]
+    assert [r.value for r in await collect(consumer, count=3)] == [b"2", b"3", b"4"]
+    with pytest.raises(InvalidInputError):
+        await consumer.poll(max_records=0)
+    await consumer.close()
+
+
+async def test_poll_without_data_returns_nothing_after_the_timeout(bus: Bus, topic_prefix: str) -> None:
+    topic = await make_topic(bus, topic_prefix)
+    consumer = bus.consumer([topic], group=group_name(topic_prefix, "reader"))
+    await consumer.poll(timeout_s=0.2)  # joins the group
+
+    started = time.monotonic()
+    assert await consumer.poll(timeout_s=0.4) == []
+    assert 0.35 <= time.monotonic() - started < 3.0
+    await consumer.close()
+
+
+async def test_a_waiting_poll_wakes_up_when_a_record_arrives(bus: Bus, topic_prefix: str) -> None:
+    topic = await make_topic(bus, topic_prefix)
+    consumer = cast(GroupMember, bus.consumer([topic], group=group_name(topic_prefix, "reader")))
+    await wait_for_assignment([consumer], partitions=frozenset({(topic, 0)}))
+    await bus.publish(topic, key=b"k", value=b"wake")
+
+    started = time.monotonic()
+    got = await consumer.poll(timeout_s=10.0)
+    assert [r.value for r in got] == [b"wake"]
+    assert time.monotonic() - started < 5.0
+    await consumer.close()
+
+
+async def test_ensure_topics_is_idempotent_and_rejects_zero_partitions(bus: Bus, topic_prefix: str) -> None:
+    spec = TopicSpec(
+        topic_name(topic_prefix, "settings"), partitions=2, compacted=True, retention_ms=3_600_000
+    )
+    await bus.ensure_topics([spec])
+    await bus.ensure_topics([spec])
+    await bus.publish(spec.name, key=b"k", value=b"v")
+    with pytest.raises(InvalidInputError):
+        await bus.ensure_topics([TopicSpec(topic_name(topic_prefix, "empty"), partitions=0)])
+
+
+async def test_nothing_works_after_close(bus: Bus, topic_prefix: str) -> None:
+    topic = await make_topic(bus, topic_prefix)
+    consumer = bus.consumer([topic], group=group_name(topic_prefix, "reader"))
+    await consumer.close()
+    with pytest.raises(PermanentError):
+        await consumer.poll(timeout_s=0.1)
+    await bus.close()
+    with pytest.raises(PermanentError):
+        await bus.publish(topic, key=None, value=b"late")
+
+
+# -- adapter-specific: the hooks and translations the contract above relies on --------------
+
+
+async def test_memory_bus_raises_an_injected_failure_once_and_stores_nothing() -> None:
+    bus = MemoryBus()
+    await bus.ensure_topics([TopicSpec("t")])
+    bus.fail_next_publish(TransientError("broker away"))
+    with pytest.raises(TransientError):
+        await bus.publish("t", key=b"k", value=b"lost")
+    await bus.publish("t", key=b"k", value=b"kept")
+    assert [r.value for r in bus.records("t")] == [b"kept"]
+
+    consumer = bus.consumer(["t"], group="g")
+    bus.fail_next_poll(TransientError("rebalancing"))
+    with pytest.raises(TransientError):
+        await consumer.poll(timeout_s=0)
+    got = await consumer.poll(timeout_s=0)
+    bus.fail_next_commit(TransientError("coordinator moved"))
+    with pytest.raises(TransientError):
+        await consumer.commit(got)
+    await consumer.commit(got)
+    assert bus.committed("g", "t") == {0: 1}
+    await bus.close()
+
+
+async def test_kafka_bus_without_a_broker_raises_transient_errors(unused_tcp_port: int) -> None:
+    bus = KafkaBus(f"127.0.0.1:{unused_tcp_port}", client_id="contract-nobroker")
+    with pytest.raises(TransientError) as caught:
+        await bus.ensure_topics([TopicSpec("t")])
+    assert caught.value.__cause__ is not None
+    with pytest.raises(TransientError):
+        await bus.publish("t", key=None, value=b"v")
+    await bus.close()
+
+
+async def test_kafka_bus_rejects_unknown_security_settings() -> None:
+    with pytest.raises(InvalidInputError):
+        KafkaBus("127.0.0.1:9092", client_id="c", security={"sasl_password": "typo"})
