@@ -1,0 +1,18 @@
+"""A health reporter's raw probe result: sent on change and periodically as a heartbeat."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Heartbeat(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    kind: Literal["heartbeat"] = "heartbeat"
+    cluster: str
+    ready: bool
+    observed_at: float = Field(alias="observedAt", description="epoch seconds at the reporter")
+    reporter: str = "unknown"
+    detail: str | None = None
