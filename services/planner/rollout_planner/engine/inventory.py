@@ -26,10 +26,10 @@ def build_fleet(state: EngineState, clusters: Iterable[Cluster]) -> None:
     for name, index in membership.stage_of.items():
         grouped.setdefault(index, []).append(name)
     for stage in state.stages:
-        _rebuild(state, stage, grouped.get(stage.index, []))
+        rebuild_stage(state, stage, grouped.get(stage.index, []))
 
 
-def _rebuild(state: EngineState, stage: StageRec, names: list[str]) -> None:
+def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None:
     """Recompute the stage's partitions over its members (PART-4) and recount everything in it."""
     keep = set(names)
     for name in stage.members + stage.no_partition:
@@ -89,7 +89,7 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
             state.emit(Notice(code="SEQ-6", cluster=name, message=f"cluster {name} removed while upgrading"))
         del state.clusters[name]
         if old_stage is not None:
-            _rebuild(state, state.stages[old_stage], [n for n in _stage_names(state, old_stage) if n != name])
+            rebuild_stage(state, state.stages[old_stage], [n for n in _stage_names(state, old_stage) if n != name])
         state.emit(Notice(code="SEQ-6", cluster=name, message=f"cluster {name} left the inventory"))
         return
     assert event.cluster is not None
@@ -103,7 +103,7 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
         names = [n for n in _stage_names(state, index) if n != name]
         if index == new_stage:
             names.append(name)
-        _rebuild(state, state.stages[index], names)
+        rebuild_stage(state, state.stages[index], names)
     if new_stage is None:
         record.stage = record.partition = None
     if old_stage != new_stage:

@@ -28,23 +28,24 @@ def _retarget_track(state: EngineState, cluster: ClusterRec, track: int) -> None
     if new_version == cluster.target[track] and new_run == cluster.target_run[track]:
         return
     old_run = cluster.target_run[track]
+    if cluster.failed[track] is not None and cluster.target[track] is not None and new_version is not None:
+        cluster.failed[track] = None  # a different target is a new attempt; the failure stays in the log
     if old_run is not None:
         run = stage.runs[track].get(old_run)
         if run is not None:
             run.remaining -= 1
             if new_run is not None and new_run != old_run:
                 run.superseded += 1
+    if cluster.target[track] is not None:
+        cluster.waiting_until[track] = None  # a wait for a window was for the old target's kind of upgrade
     cluster.target[track] = new_version
     cluster.target_run[track] = new_run
     cluster.queued[track] = False
-    cluster.waiting_until[track] = None
     if new_run is not None and new_version is not None:
         run = stage.runs[track].get(new_run)
         if run is not None:
             run.remaining += 1
             run.working.add(new_version)
-    if cluster.failed[track] is not None and new_version is not None:
-        cluster.failed[track] = None  # a new target is a new attempt; the old failure stays in the log
 
 
 def enqueue(state: EngineState, cluster: ClusterRec, track: int) -> None:

@@ -1,0 +1,175 @@
+"""Persisting the engine state: facts only, derived counters and queues rebuilt on load.
+
+Only what was observed or decided is stored (versions, running upgrades, runs, offers, timers);
+partitions, per-partition counters, queues and run membership are recomputed by the same code the
+planner runs, so a snapshot cannot disagree with itself.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rollout_common.fleet import Cluster
+from rollout_common.sequence import Sequence
+from rollout_common.status import RolloutState, StageState
+from rollout_common.version import Version, parse_minor, parse_version
+from rollout_planner.engine.inventory import rebuild_stage
+from rollout_planner.engine.model import ClusterRec, EngineState, Offer, PartitionRec, RolloutRec, Run, Timer
+
+FORMAT_VERSION = 1
+
+
+def _v(version: Version | None) -> str | None:
+    return None if version is None else version.text
+
+
+def _pv(text: str | None) -> Version | None:
+    return None if text is None else parse_version(text)
+
+
+def dump(state: EngineState) -> bytes:
+    doc = {
+        "format": FORMAT_VERSION,
+        "sequence": state.sequence.model_dump(mode="json", by_alias=True),
+        "now": state.now,
+        "nextCommand": state.next_command,
+        "requestedWake": state.requested_wake,
+        "seen": sorted(state.seen_events),
+        "soakOverrides": [[s, v, d] for (s, v), d in state.soak_overrides.items()],
+        "timers": [[t.at, t.kind, list(t.key)] for t in state.timers],
+        "rollouts": [_rollout(r) for r in state.rollouts.values()],
+        "clusters": [_cluster(c) for c in state.clusters.values()],
+        "stages": [_stage(s) for s in state.stages],
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _rollout(r: RolloutRec) -> dict[str, Any]:
+    return {"id": r.id, "eventId": r.event_id, "createdAt": r.created_at, "tracks": list(r.tracks),
+            "byMinor": None if r.by_minor is None else {str(m): v.text for m, v in r.by_minor.items()},
+            "version": _v(r.version), "state": r.state.value, "paused": r.paused, "reason": r.reason}
+
+
+def _cluster(c: ClusterRec) -> dict[str, Any]:
+    return {"spec": c.spec.model_dump(mode="json", by_alias=True, exclude_none=True),
+            "versions": [v.text for v in c.versions], "ready": c.ready,
+            "running": [_v(v) for v in c.running], "runningCmd": c.running_cmd,
+            "awaitingReady": c.awaiting_ready, "failed": c.failed,
+            "doneBy": [sorted(s) for s in c.done_by], "waitingUntil": c.waiting_until,
+            # a running upgrade's target is a decision already made: kept, not recomputed
+            "runningTarget": [[_v(c.target[t]), c.target_run[t]] if c.running[t] is not None else None
+                              for t in (0, 1)]}
+
+
+def _stage(s: Any) -> dict[str, Any]:
+    return {
+        "names": s.members + s.no_partition,
+        "offers": [[_offer(o) for o in track] for track in s.offers],
+        "runs": [[_run(r) for r in track.values()] for track in s.runs],
+        "forcedRun": s.forced_run,
+        "firstSent": {p.name: [[v.text for v in sent] for sent in p.first_sent] for p in s.partitions},
+    }
+
+
+def _offer(o: Offer) -> dict[str, Any]:
+    return {"rollout": o.rollout_id, "version": _v(o.version), "onDemand": o.on_demand,
+            "byMinor": None if o.by_minor is None else {str(m): v.text for m, v in o.by_minor.items()}}
+
+
+def _run(r: Run) -> dict[str, Any]:
+    return {"rollout": r.rollout_id, "stage": r.stage, "track": r.track, "state": r.state.value,
+            "reason": r.reason, "openedAt": r.opened_at, "startedAt": r.started_at, "finishedAt": r.finished_at,
+            "soakStarted": r.soak_started, "soakEnd": r.soak_end, "forced": r.forced,
+            "working": sorted(v.text for v in r.working), "upgraded": sorted(v.text for v in r.upgraded),
+            "superseded": r.superseded, "failures": r.failures, "qualified": _v(r.qualified),
+            "offered": _v(r.offered)}
+
+
+def load(data: bytes) -> EngineState:
+    doc = json.loads(data)
+    if doc.get("format") != FORMAT_VERSION:
+        raise ValueError(f"snapshot format {doc.get('format')!r} is not {FORMAT_VERSION}")
+    state = EngineState(sequence=Sequence.model_validate(doc["sequence"]))
+    state.now = doc["now"]
+    state.next_command = doc["nextCommand"]
+    state.requested_wake = doc["requestedWake"]
+    state.seen_events = set(doc["seen"])
+    state.soak_overrides = {(s, v): d for s, v, d in doc["soakOverrides"]}
+    state.timers = sorted(Timer(at, kind, tuple(key)) for at, kind, key in doc["timers"])
+    for raw in doc["rollouts"]:
+        state.rollouts[raw["id"]] = _load_rollout(raw)
+    for raw in doc["clusters"]:
+        record = _load_cluster(raw)
+        state.clusters[record.name] = record
+    for stage, raw in zip(state.stages, doc["stages"], strict=True):
+        _load_stage(state, stage, raw)
+    state.out = []
+    # a restarted planner looks at every stage once: dispatching an unchanged stage changes nothing
+    state.dirty = set(range(len(state.stages)))
+    return state
+
+
+def _load_rollout(raw: dict[str, Any]) -> RolloutRec:
+    by_minor = raw["byMinor"]
+    return RolloutRec(id=raw["id"], event_id=raw["eventId"], created_at=raw["createdAt"],
+                      by_minor=None if by_minor is None else {parse_minor(m): parse_version(v)
+                                                              for m, v in by_minor.items()},
+                      version=_pv(raw["version"]), tracks=tuple(raw["tracks"]), state=RolloutState(raw["state"]),
+                      paused=raw["paused"], reason=raw["reason"])
+
+
+def _load_cluster(raw: dict[str, Any]) -> ClusterRec:
+    record = ClusterRec(Cluster.model_validate(raw["spec"]))
+    record.versions = [parse_version(v) for v in raw["versions"]]
+    record.ready = raw["ready"]
+    record.running = [_pv(v) for v in raw["running"]]
+    record.running_cmd = raw["runningCmd"]
+    record.awaiting_ready = raw["awaitingReady"]
+    record.failed = raw["failed"]
+    record.done_by = [set(s) for s in raw["doneBy"]]
+    record.waiting_until = raw["waitingUntil"]
+    for track, kept in enumerate(raw["runningTarget"]):
+        if kept is not None:
+            record.target[track] = _pv(kept[0])
+            record.target_run[track] = kept[1]
+    return record
+
+
+def _load_stage(state: EngineState, stage: Any, raw: dict[str, Any]) -> None:
+    for track, offers in enumerate(raw["offers"]):
+        stage.offers[track] = [_load_offer(o) for o in offers]
+    for track, runs in enumerate(raw["runs"]):
+        stage.runs[track] = {r["rollout"]: _load_run(r) for r in runs}
+    stage.forced_run = raw["forcedRun"]
+    # placeholders carry first_sent by name into the rebuilt partitions
+    stage.partitions = []
+    for name, sent in raw["firstSent"].items():
+        holder = PartitionRec(index=0, name=name, members=[], max_unavailable=0)
+        holder.first_sent = [{parse_version(v) for v in track} for track in sent]
+        stage.partitions.append(holder)
+    rebuild_stage(state, stage, list(raw["names"]))
+    for name in stage.members:
+        cluster = state.clusters[name]
+        for track in (0, 1):
+            run = stage.runs[track].get(cluster.target_run[track] or "")
+            if cluster.running[track] is not None and run is not None:
+                run.remaining += 1
+    stage.in_flight = sum(1 for n in stage.members for v in state.clusters[n].running if v is not None)
+
+
+def _load_offer(raw: dict[str, Any]) -> Offer:
+    by_minor = raw["byMinor"]
+    return Offer(raw["rollout"], version=_pv(raw["version"]), on_demand=raw["onDemand"],
+                 by_minor=None if by_minor is None else {parse_minor(m): parse_version(v) for m, v in by_minor.items()})
+
+
+def _load_run(raw: dict[str, Any]) -> Run:
+    run = Run(raw["rollout"], raw["stage"], raw["track"], StageState(raw["state"]), raw["reason"],
+              opened_at=raw["openedAt"], started_at=raw["startedAt"], finished_at=raw["finishedAt"],
+              soak_started=raw["soakStarted"], soak_end=raw["soakEnd"], forced=raw["forced"],
+              superseded=raw["superseded"], failures=raw["failures"], qualified=_pv(raw["qualified"]),
+              offered=_pv(raw["offered"]))
+    run.working = {parse_version(v) for v in raw["working"]}
+    run.upgraded = {parse_version(v) for v in raw["upgraded"]}
+    return run
