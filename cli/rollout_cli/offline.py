@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
+from rollout_planner.simulation.preview import preview
 from rollout_planner.simulation.runner import simulate
 from rollout_planner.simulation.scenario import ScenarioError, load_scenario
 
@@ -16,6 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     validate = sub.add_parser("validate", help="check a scenario or sequence file and list every problem")
     validate.add_argument("file", type=Path)
     validate.set_defaults(handler=run_validate)
+    plan = sub.add_parser("plan", help="preview partitions, batch order, eligibility and stage times")
+    plan.add_argument("file", type=Path)
+    plan.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    plan.add_argument("--clusters", action="store_true", help="list every cluster's eligibility")
+    plan.set_defaults(handler=run_plan)
     simulate_cmd = sub.add_parser("simulate", help="run a scenario on a simulated clock")
     simulate_cmd.add_argument("file", type=Path)
     simulate_cmd.add_argument("--json", action="store_true", help="print the report as one JSON object")
@@ -56,3 +65,76 @@ def _print_timeline(report: dict[str, Any]) -> None:
     print(f"{len(report['batches'])} batches")
     for name, tracks in report["final"]["stages"].items():
         print(f"  {name}: controlPlane {tracks['controlPlane']}, nodes {tracks['nodes']}")
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    try:
+        scenario = load_scenario(args.file)
+    except ScenarioError as exc:
+        return _fail(str(exc))
+    result = preview(scenario)
+    if args.json:
+        json.dump(result, sys.stdout)
+        sys.stdout.write("\n")
+        return 0
+    _print_plan(result, show_clusters=args.clusters)
+    return 0
+
+
+def _print_plan(result: dict[str, Any], *, show_clusters: bool) -> None:
+    console = Console()
+    stages = Table(title=f"plan: {result['name']}")
+    for column in ("stage", "clusters", "partitions (size / maxUnavailable)", "controlPlane", "nodes"):
+        stages.add_column(column)
+    for stage in result["stages"]:
+        parts = ", ".join(f"{p['name']} ({len(p['clusters'])}/{p['maxUnavailable']})" for p in stage["partitions"])
+        if stage["noPartition"]:
+            parts += f"; {len(stage['noPartition'])} in no partition"
+        cells = [_window(stage["timeline"][t]) for t in ("controlPlane", "nodes")]
+        stages.add_row(stage["name"], str(stage["clusters"]), parts or "-", *cells)
+    console.print(stages)
+    batches = Table(title="batch order (ideal run: no failures, no outages)")
+    for column in ("at", "stage", "track", "partition", "version", "clusters"):
+        batches.add_column(column)
+    for batch in result["batches"][:40]:
+        names = batch["clusters"]
+        shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
+        batches.add_row(batch["at"], batch["stage"], batch["track"], batch["partition"], batch["version"],
+                        f"{len(names)}: {shown}")
+    console.print(batches)
+    if len(result["batches"]) > 40:
+        console.print(f"... {len(result['batches']) - 40} more batches (--json shows all)")
+    _print_eligibility(console, result["eligibility"], show_all=show_clusters)
+    for warning in result["warnings"]:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+
+
+def _window(timeline: dict[str, Any]) -> str:
+    if timeline["stuck"]:
+        return f"STUCK: {timeline['stuck']}"
+    start, finish = timeline["earliestStart"], timeline["earliestFinish"]
+    if start is None:
+        return "does not start"
+    return f"{start} -> {finish or 'not within the scenario'}"
+
+
+def _print_eligibility(console: Console, eligibility: dict[str, Any], *, show_all: bool) -> None:
+    counts: dict[str, int] = {}
+    for entry in eligibility.values():
+        key = entry["controlPlane"]["status"]
+        counts[key] = counts.get(key, 0) + 1
+    console.print("eligibility after the first release: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if not show_all:
+        return
+    table = Table(title="clusters")
+    for column in ("cluster", "stage", "partition", "controlPlane", "nodes"):
+        table.add_column(column)
+    for name, entry in eligibility.items():
+        cells = []
+        for track in ("controlPlane", "nodes"):
+            t = entry[track]
+            arrow = f" -> {t['target']}" if t["target"] else ""
+            why = f" ({t['reason']})" if t["reason"] else ""
+            cells.append(f"{t['version']}{arrow} {t['status']}{why}")
+        table.add_row(name, entry["stage"] or "-", entry["partition"] or "-", *cells)
+    console.print(table)

@@ -152,6 +152,10 @@ class Simulator:
             self._push(end, "finish", Finish(name, command.track, command.version, command.command_id, failed))
 
     def _script(self, event: ScriptEvent) -> list[Event]:
+        return self.script_events(event)
+
+    def script_events(self, event: ScriptEvent) -> list[Event]:
+        """The engine events one scripted entry stands for (ids numbered in script order)."""
         number = next(self.event_ids)
         out: list[Event] = []
         if event.release_target is not None:
