@@ -10,7 +10,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-
 from rollout_planner.simulation.preview import preview
 from rollout_planner.simulation.runner import simulate
 from rollout_planner.simulation.scenario import ScenarioError, load_scenario
@@ -99,8 +98,9 @@ def _print_plan(result: dict[str, Any], *, show_clusters: bool) -> None:
     for batch in result["batches"][:40]:
         names = batch["clusters"]
         shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
-        batches.add_row(batch["at"], batch["stage"], batch["track"], batch["partition"], batch["version"],
-                        f"{len(names)}: {shown}")
+        batches.add_row(
+            batch["at"], batch["stage"], batch["track"], batch["partition"], batch["version"], f"{len(names)}: {shown}"
+        )
     console.print(batches)
     if len(result["batches"]) > 40:
         console.print(f"... {len(result['batches']) - 40} more batches (--json shows all)")

@@ -29,7 +29,7 @@ def parse_duration(text: object, *, field: str = "duration") -> float:
 
 def format_duration(seconds: float) -> str:
     """The shortest `1d2h3m4s` spelling; `0s` for zero."""
-    remaining = int(round(seconds))
+    remaining = round(seconds)
     out = []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         count, remaining = divmod(remaining, size)

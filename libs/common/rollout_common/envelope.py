@@ -33,14 +33,15 @@ def event_type(model: BaseModel) -> str:
     return f"{TYPE_PREFIX}{kind}.v1"
 
 
-def encode(model: BaseModel, *, event_id: str, source: str, at: float, subject: str | None = None
-           ) -> tuple[bytes, dict[str, bytes]]:
+def encode(
+    model: BaseModel, *, event_id: str, source: str, at: float, subject: str | None = None
+) -> tuple[bytes, dict[str, bytes]]:
     headers = {
         "ce_specversion": SPEC_VERSION.encode(),
         "ce_id": event_id.encode(),
         "ce_source": source.encode(),
         "ce_type": event_type(model).encode(),
-        "ce_time": dt.datetime.fromtimestamp(at, tz=dt.timezone.utc).isoformat().encode(),
+        "ce_time": dt.datetime.fromtimestamp(at, tz=dt.UTC).isoformat().encode(),
         "content-type": b"application/json",
     }
     if subject:
@@ -48,8 +49,9 @@ def encode(model: BaseModel, *, event_id: str, source: str, at: float, subject: 
     return model.model_dump_json(by_alias=True).encode(), headers
 
 
-def decode(value: bytes, headers: Mapping[str, bytes], models: tuple[type[BaseModel], ...]
-           ) -> tuple[Envelope, BaseModel]:
+def decode(
+    value: bytes, headers: Mapping[str, bytes], models: tuple[type[BaseModel], ...]
+) -> tuple[Envelope, BaseModel]:
     """Validate headers and body against the topic's models; the error text names what is wrong."""
     if len(value) > MAX_VALUE_BYTES:
         raise InvalidInputError(f"message of {len(value)} bytes exceeds {MAX_VALUE_BYTES}")
@@ -75,6 +77,11 @@ def decode(value: bytes, headers: Mapping[str, bytes], models: tuple[type[BaseMo
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:5])
         raise InvalidInputError(f"invalid {model.__name__}: {problems}") from exc
-    envelope = Envelope(id=text["ce_id"], source=text["ce_source"], type=text["ce_type"],
-                        time=text.get("ce_time", ""), subject=text.get("ce_subject"))
+    envelope = Envelope(
+        id=text["ce_id"],
+        source=text["ce_source"],
+        type=text["ce_type"],
+        time=text.get("ce_time", ""),
+        subject=text.get("ce_subject"),
+    )
     return envelope, parsed

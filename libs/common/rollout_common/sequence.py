@@ -5,7 +5,6 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rollout_common.duration import DAY, parse_duration
-from rollout_common.labels import LabelMap
 from rollout_common.quantity import CountOrPercent, check_count_or_percent, resolve
 from rollout_common.selector import LabelSelector
 from rollout_common.version import parse_version
@@ -65,7 +64,9 @@ class RolloutStrategy(BaseModel):
     max_concurrent: int | None = Field(default=None, alias="maxConcurrent", ge=1)
     max_failures: CountOrPercent | None = Field(default=None, alias="maxFailures")
 
-    @field_validator("max_unavailable", "max_unavailable_partitions", "auto_partition_size", "max_failures", mode="before")
+    @field_validator(
+        "max_unavailable", "max_unavailable_partitions", "auto_partition_size", "max_failures", mode="before"
+    )
     @classmethod
     def _quantity(cls, value: object, info: object) -> object:
         name = getattr(info, "field_name", "value")
@@ -125,8 +126,15 @@ class Stage(BaseModel):
 
     @model_validator(mode="after")
     def _one_membership_rule(self) -> Stage:
-        chosen = [n for n, v in (("clusterSelector", self.cluster_selector), ("clusterNames", self.cluster_names),
-                                 ("clusterGroup", self.cluster_group)) if v is not None]
+        chosen = [
+            n
+            for n, v in (
+                ("clusterSelector", self.cluster_selector),
+                ("clusterNames", self.cluster_names),
+                ("clusterGroup", self.cluster_group),
+            )
+            if v is not None
+        ]
         if len(chosen) > 1:
             raise ValueError(f"stage {self.name!r}: choose one of {', '.join(chosen)}")
         if not chosen:
@@ -178,8 +186,10 @@ def _order_by_upstream(stages: tuple[Stage, ...]) -> tuple[Stage, ...]:
         if stage.upstream not in by_name:
             raise ValueError(f"stage {stage.name!r}: upstream {stage.upstream!r} is not a stage (SEQ-1)")
         if stage.upstream in downstream:
-            raise ValueError(f"stage {stage.name!r}: stage {stage.upstream!r} already has downstream "
-                             f"{downstream[stage.upstream]!r}; a sequence cannot branch (SEQ-1)")
+            raise ValueError(
+                f"stage {stage.name!r}: stage {stage.upstream!r} already has downstream "
+                f"{downstream[stage.upstream]!r}; a sequence cannot branch (SEQ-1)"
+            )
         downstream[stage.upstream] = stage.name
     roots = [s.name for s in stages if s.upstream is None]
     if len(roots) != 1:

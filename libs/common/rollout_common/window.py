@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from rollout_common.duration import parse_duration
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def to_epoch(moment: dt.datetime) -> float:

@@ -41,43 +41,87 @@ class TopicDef:
     doc: str = ""
 
     def spec(self, prefix: str = "") -> TopicSpec:
-        return TopicSpec(name=prefix + self.name, partitions=self.partitions, compacted=self.compacted,
-                         retention_ms=None if self.compacted else self.retention_ms)
+        return TopicSpec(
+            name=prefix + self.name,
+            partitions=self.partitions,
+            compacted=self.compacted,
+            retention_ms=None if self.compacted else self.retention_ms,
+        )
 
 
 RELEASE_TARGETS = TopicDef(
-    "rollout.release-targets", (ReleaseTarget, StartRollout), key=lambda m: getattr(m, "channel", "on-demand"),
-    doc="Release targets published by platform teams, and on-demand rollout starts (START-1, START-2).")
+    "rollout.release-targets",
+    (ReleaseTarget, StartRollout),
+    key=lambda m: getattr(m, "channel", "on-demand"),
+    doc="Release targets published by platform teams, and on-demand rollout starts (START-1, START-2).",
+)
 OPERATOR_COMMANDS = TopicDef(
-    "rollout.operator-commands", (OperatorCommand,), key=lambda m: m.rollout_id or "all",
-    doc="Pause, resume, cancel and soak overrides (OPS-1..3).")
+    "rollout.operator-commands",
+    (OperatorCommand,),
+    key=lambda m: m.rollout_id or "all",
+    doc="Pause, resume, cancel and soak overrides (OPS-1..3).",
+)
 STAGE_ADVANCE = TopicDef(
-    "rollout.stage-advance", (StageAdvance,), key=lambda m: m.command_id, partitions=16,
+    "rollout.stage-advance",
+    (StageAdvance,),
+    key=lambda m: m.command_id,
+    partitions=16,
     doc="Planner to executors: one batch of at most maxNew clusters per message, keyed by command id so "
-        "batches spread over the executor group (BUS-5).")
+    "batches spread over the executor group (BUS-5).",
+)
 UPGRADE_RESULTS = TopicDef(
-    "rollout.upgrade-results", (UpgradeResult,), key=lambda m: m.cluster, partitions=4,
-    doc="Executors to planner: started / succeeded / failed per cluster and track.")
+    "rollout.upgrade-results",
+    (UpgradeResult,),
+    key=lambda m: m.cluster,
+    partitions=4,
+    doc="Executors to planner: started / succeeded / failed per cluster and track.",
+)
 HEARTBEATS = TopicDef(
-    "rollout.cluster-heartbeats", (Heartbeat,), key=lambda m: m.cluster, partitions=4,
-    doc="Health reporters' raw probes, on change and as heartbeats; the health service reads them.")
+    "rollout.cluster-heartbeats",
+    (Heartbeat,),
+    key=lambda m: m.cluster,
+    partitions=4,
+    doc="Health reporters' raw probes, on change and as heartbeats; the health service reads them.",
+)
 READINESS = TopicDef(
-    "rollout.cluster-readiness", (Readiness,), key=lambda m: m.cluster, partitions=4,
-    doc="The health service's readiness changes per cluster (stale heartbeats become not ready).")
+    "rollout.cluster-readiness",
+    (Readiness,),
+    key=lambda m: m.cluster,
+    partitions=4,
+    doc="The health service's readiness changes per cluster (stale heartbeats become not ready).",
+)
 INVENTORY = TopicDef(
-    "rollout.inventory", (InventoryChange,), key=lambda m: m.cluster.name if m.cluster else m.name,
-    compacted=True, doc="Cluster registrations, relabels and removals, compacted by cluster (SEQ-6).")
+    "rollout.inventory",
+    (InventoryChange,),
+    key=lambda m: m.cluster.name if m.cluster else m.name,
+    compacted=True,
+    doc="Cluster registrations, relabels and removals, compacted by cluster (SEQ-6).",
+)
 PROGRESS = TopicDef(
     "rollout.progress",
     (StageTransition, RolloutTransition, CommandAck, WaitChanged, Notice, StageAdvance),
     key=lambda m: getattr(m, "rollout_id", None) or "fleet",
-    doc="Everything the planner decides and why it waits, for anyone to subscribe to (STAT-5).")
+    doc="Everything the planner decides and why it waits, for anyone to subscribe to (STAT-5).",
+)
 DEAD_LETTER = TopicDef(
-    "rollout.dead-letter", (), key=lambda m: "dlq", retention_ms=4 * WEEK_MS,
-    doc="Messages that could not be parsed or validated, with the reason in headers (BUS-4).")
+    "rollout.dead-letter",
+    (),
+    key=lambda m: "dlq",
+    retention_ms=4 * WEEK_MS,
+    doc="Messages that could not be parsed or validated, with the reason in headers (BUS-4).",
+)
 
-ALL = (RELEASE_TARGETS, OPERATOR_COMMANDS, STAGE_ADVANCE, UPGRADE_RESULTS, HEARTBEATS, READINESS, INVENTORY,
-       PROGRESS, DEAD_LETTER)
+ALL = (
+    RELEASE_TARGETS,
+    OPERATOR_COMMANDS,
+    STAGE_ADVANCE,
+    UPGRADE_RESULTS,
+    HEARTBEATS,
+    READINESS,
+    INVENTORY,
+    PROGRESS,
+    DEAD_LETTER,
+)
 
 
 def by_name(name: str) -> TopicDef:

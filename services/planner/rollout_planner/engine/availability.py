@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rollout_common.version import Version
+
 from rollout_planner.engine.model import NODES, ClusterRec
 
 _MAX_STEPS = 64
@@ -28,8 +29,9 @@ def next_start(cluster: ClusterRec, track: int, version: Version, at: float) -> 
             if opened is None:
                 return None
             moment = opened
-        ends = [e.span[1] for e in spec.exclusions
-                if e.blocks(at=moment, nodes=track == NODES, minor_change=minor_change)]
+        ends = [
+            e.span[1] for e in spec.exclusions if e.blocks(at=moment, nodes=track == NODES, minor_change=minor_change)
+        ]
         if not ends:
             return moment
         moment = max(ends)

@@ -21,6 +21,7 @@ from rollout_common.fleet import Cluster
 from rollout_common.sequence import Sequence
 from rollout_common.status import RolloutState
 from rollout_common.version import parse_minor, parse_version
+
 from rollout_planner.engine import lifecycle, operations, results
 from rollout_planner.engine.dispatch import dispatch_stage
 from rollout_planner.engine.inventory import apply_inventory, build_fleet
@@ -73,16 +74,21 @@ def _new_rollout(state: EngineState, *, event_id: str, tracks: tuple[int, ...]) 
         state.emit(Notice(code="DUPLICATE_EVENT", message=f"event {event_id} was already applied (START-4)"))
         return None
     state.seen_events.add(event_id)
-    rollout = RolloutRec(id=f"{state.sequence.name}-{len(state.rollouts) + 1}", event_id=event_id,
-                         created_at=state.now, tracks=tracks)
+    rollout = RolloutRec(
+        id=f"{state.sequence.name}-{len(state.rollouts) + 1}", event_id=event_id, created_at=state.now, tracks=tracks
+    )
     return rollout
 
 
 def _release(state: EngineState, event: ReleaseTarget) -> None:
     if event.channel != state.sequence.channel:
-        state.emit(Notice(code="OTHER_CHANNEL",
-                          message=f"release {event.event_id} is for channel {event.channel}, this sequence "
-                                  f"follows {state.sequence.channel}; ignored"))
+        state.emit(
+            Notice(
+                code="OTHER_CHANNEL",
+                message=f"release {event.event_id} is for channel {event.channel}, this sequence "
+                f"follows {state.sequence.channel}; ignored",
+            )
+        )
         return
     rollout = _new_rollout(state, event_id=event.event_id, tracks=(CP, NODES))
     if rollout is None:
@@ -102,8 +108,11 @@ def _start_on_demand(state: EngineState, event: StartRollout) -> None:
 
 def _launch(state: EngineState, rollout: RolloutRec, offer: Offer) -> None:
     state.rollouts[rollout.id] = rollout
-    state.emit(RolloutTransition(rollout_id=rollout.id, state=RolloutState.RUNNING,
-                                 reason=f"started by event {rollout.event_id}"))
+    state.emit(
+        RolloutTransition(
+            rollout_id=rollout.id, state=RolloutState.RUNNING, reason=f"started by event {rollout.event_id}"
+        )
+    )
     lifecycle.reach_stage(state, state.stages[0], {CP: offer, NODES: offer})
 
 

@@ -8,6 +8,7 @@ from rollout_common.commands import StageAdvance, WaitChanged
 from rollout_common.quantity import resolve
 from rollout_common.status import TRACKS, StageState, WaitRule
 from rollout_common.version import Version
+
 from rollout_planner.engine.availability import blocked, next_start
 from rollout_planner.engine.lifecycle import finish_if_done
 from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, PartitionRec, Run, StageRec
@@ -34,9 +35,17 @@ def _dispatch_track(state: EngineState, stage: StageRec, track: int, waits: list
     for partition in stage.partitions:
         if partition.index > 0 and len(not_ready) > limit:
             if _has_pending(stage, partition.index, track):
-                waits.append((WaitRule.GATE_3_MAX_UNAVAILABLE_PARTITIONS.value, partition.name,
-                              {"notReadyPartitions": len(not_ready), "maxUnavailablePartitions": limit,
-                               "partitions": list(not_ready)}))
+                waits.append(
+                    (
+                        WaitRule.GATE_3_MAX_UNAVAILABLE_PARTITIONS.value,
+                        partition.name,
+                        {
+                            "notReadyPartitions": len(not_ready),
+                            "maxUnavailablePartitions": limit,
+                            "partitions": list(not_ready),
+                        },
+                    )
+                )
             return
         _dispatch_partition(state, stage, partition, track, waits)
         if not forced and partition.not_ready(track):
@@ -53,8 +62,7 @@ def _dispatch_partition(
     for version in sorted(partition.pending[track]):
         heap = partition.pending[track][version]
         while heap:
-            if not _dispatch_batch(state, stage=stage, partition=partition, track=track, version=version,
-                                   waits=waits):
+            if not _dispatch_batch(state, stage=stage, partition=partition, track=track, version=version, waits=waits):
                 break
         if not heap:
             del partition.pending[track][version]
@@ -64,15 +72,24 @@ def _valid_head(state: EngineState, heap: list[str], track: int, version: Versio
     """Drop queue entries made stale by a retarget or a hand-out; return the first live one."""
     while heap:
         cluster = state.clusters.get(heap[0])
-        if cluster is not None and cluster.queued[track] and cluster.target[track] == version \
-                and cluster.running[track] is None:
+        if (
+            cluster is not None
+            and cluster.queued[track]
+            and cluster.target[track] == version
+            and cluster.running[track] is None
+        ):
             return cluster
         heapq.heappop(heap)
     return None
 
 
 def _dispatch_batch(
-    state: EngineState, *, stage: StageRec, partition: PartitionRec, track: int, version: Version,
+    state: EngineState,
+    *,
+    stage: StageRec,
+    partition: PartitionRec,
+    track: int,
+    version: Version,
     waits: list[WaitTuple],
 ) -> bool:
     """Try one batch; True when one went out (so the caller tries the next)."""
@@ -90,8 +107,13 @@ def _dispatch_batch(
     if strategy.max_concurrent is not None:
         cap = min(cap, strategy.max_concurrent - stage.in_flight)
         if cap <= 0:
-            waits.append((WaitRule.GATE_6_MAX_CONCURRENT.value, partition.name,
-                          {"inFlight": stage.in_flight, "maxConcurrent": strategy.max_concurrent}))
+            waits.append(
+                (
+                    WaitRule.GATE_6_MAX_CONCURRENT.value,
+                    partition.name,
+                    {"inFlight": stage.in_flight, "maxConcurrent": strategy.max_concurrent},
+                )
+            )
             return False
     first = version not in partition.first_sent[track]
     limit = partition.max_unavailable
@@ -114,13 +136,16 @@ def _dispatch_batch(
 
 
 def _gate_1_wait(waits: list[WaitTuple], partition: PartitionRec, unavailable: int) -> None:
-    waits.append((WaitRule.GATE_1_MAX_UNAVAILABLE.value, partition.name,
-                  {"unavailable": unavailable, "maxUnavailable": partition.max_unavailable}))
+    waits.append(
+        (
+            WaitRule.GATE_1_MAX_UNAVAILABLE.value,
+            partition.name,
+            {"unavailable": unavailable, "maxUnavailable": partition.max_unavailable},
+        )
+    )
 
 
-def _take(
-    state: EngineState, *, heap: list[str], track: int, version: Version, run: Run, cap: int
-) -> list[ClusterRec]:
+def _take(state: EngineState, *, heap: list[str], track: int, version: Version, run: Run, cap: int) -> list[ClusterRec]:
     """The next clusters in name order that can start now (WIN-3: the others give up their turn)."""
     batch: list[ClusterRec] = []
     while len(batch) < cap:
@@ -153,7 +178,13 @@ def _can_start(state: EngineState, cluster: ClusterRec, track: int, version: Ver
 
 
 def _hand_out(
-    state: EngineState, *, stage: StageRec, partition: PartitionRec, track: int, version: Version, run: Run,
+    state: EngineState,
+    *,
+    stage: StageRec,
+    partition: PartitionRec,
+    track: int,
+    version: Version,
+    run: Run,
     batch: list[ClusterRec],
 ) -> None:
     state.next_command += 1
@@ -165,9 +196,17 @@ def _hand_out(
         stage.in_flight += 1
         refresh(state, cluster)
     partition.first_sent[track].add(version)
-    state.emit(StageAdvance(command_id=command_id, rollout_id=run.rollout_id, stage=stage.spec.name,
-                            track=TRACKS[track], partition=partition.name, version=version.text,
-                            clusters=tuple(c.name for c in batch)))
+    state.emit(
+        StageAdvance(
+            command_id=command_id,
+            rollout_id=run.rollout_id,
+            stage=stage.spec.name,
+            track=TRACKS[track],
+            partition=partition.name,
+            version=version.text,
+            clusters=tuple(c.name for c in batch),
+        )
+    )
 
 
 def _record_waits(state: EngineState, stage: StageRec, track: int, waits: list[WaitTuple]) -> None:
@@ -182,5 +221,11 @@ def _record_waits(state: EngineState, stage: StageRec, track: int, waits: list[W
         return
     from rollout_planner.engine.reasons import describe_waits
 
-    state.emit(WaitChanged(rollout_id=run.rollout_id, stage=stage.spec.name, track=TRACKS[track],
-                           waits=tuple(describe_waits(state, stage, track))))
+    state.emit(
+        WaitChanged(
+            rollout_id=run.rollout_id,
+            stage=stage.spec.name,
+            track=TRACKS[track],
+            waits=tuple(describe_waits(state, stage, track)),
+        )
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rollout_common.version import Version
+
 from rollout_planner.engine.model import CP, ClusterRec, EngineState, Offer, StageRec
 
 
@@ -58,7 +59,9 @@ def would_take(offer: Offer, cluster: ClusterRec, track: int) -> bool:
     """Whether this offer alone would upgrade the cluster (used to tell SUPERSEDED from STUCK)."""
     if offer.rollout_id in cluster.done_by[track]:
         return False
-    planned_cp = cluster.versions[CP] if track == CP else max(cluster.versions[CP], *offered_versions(offer, cluster, CP))
+    planned_cp = (
+        cluster.versions[CP] if track == CP else max(cluster.versions[CP], *offered_versions(offer, cluster, CP))
+    )
     return any(allowed(cluster, track, v, planned_cp) for v in offered_versions(offer, cluster, track))
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from rollout_common.commands import Notice
 from rollout_common.events import InventoryChange
 from rollout_common.fleet import Cluster
+
 from rollout_planner.engine.lifecycle import revisit_stuck
 from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState, PartitionRec, StageRec
 from rollout_planner.engine.partitioning import assign_stages, plan_partitions
@@ -20,8 +21,13 @@ def build_fleet(state: EngineState, clusters: Iterable[Cluster]) -> None:
         state.clusters[spec.name] = ClusterRec(spec)
     membership = assign_stages(state.sequence, specs)
     for name, stages in membership.conflicts.items():
-        state.emit(Notice(code="SEQ-2", cluster=name,
-                          message=f"cluster {name} matches stages {', '.join(stages)}; it joins none (SEQ-2)"))
+        state.emit(
+            Notice(
+                code="SEQ-2",
+                cluster=name,
+                message=f"cluster {name} matches stages {', '.join(stages)}; it joins none (SEQ-2)",
+            )
+        )
     grouped: dict[int, list[str]] = {}
     for name, index in membership.stage_of.items():
         grouped.setdefault(index, []).append(name)
@@ -44,8 +50,9 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
     first_sent = {p.name: p.first_sent for p in stage.partitions}
     stage.partitions = []
     for index, part in enumerate(plan.partitions):
-        record = PartitionRec(index=index, name=part.name, members=list(part.clusters),
-                              max_unavailable=part.max_unavailable)
+        record = PartitionRec(
+            index=index, name=part.name, members=list(part.clusters), max_unavailable=part.max_unavailable
+        )
         record.first_sent = first_sent.get(part.name, record.first_sent)
         stage.partitions.append(record)
         for name in part.clusters:
@@ -97,8 +104,13 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
     membership = assign_stages(state.sequence, [event.cluster])
     new_stage = membership.stage_of.get(name)
     if name in membership.conflicts:
-        state.emit(Notice(code="SEQ-2", cluster=name, message=f"cluster {name} matches stages "
-                          f"{', '.join(membership.conflicts[name])}; it joins none (SEQ-2)"))
+        state.emit(
+            Notice(
+                code="SEQ-2",
+                cluster=name,
+                message=f"cluster {name} matches stages {', '.join(membership.conflicts[name])}; it joins none (SEQ-2)",
+            )
+        )
     for index in sorted({i for i in (old_stage, new_stage) if i is not None}):
         names = [n for n in _stage_names(state, index) if n != name]
         if index == new_stage:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rollout_common.commands import RolloutTransition, StageTransition
 from rollout_common.status import TRACKS, RolloutState, StageReason, StageState
 from rollout_common.version import Version
+
 from rollout_planner.engine.eligibility import on_offered, would_take
 from rollout_planner.engine.model import MAX_UPGRADE_TIME, EngineState, Offer, Run, StageRec
 from rollout_planner.engine.targets import retarget
@@ -33,9 +34,17 @@ def set_state(state: EngineState, run: Run, new: StageState, reason: StageReason
         version = min(run.working) if run.working else run.offered
     text = _REASONS.get(reason, reason.value) + (f": {detail}" if detail else "")
     until = run.soak_end if new in (StageState.SOAKING, StageState.FORCED_SOAKING) else None
-    state.emit(StageTransition(rollout_id=run.rollout_id, stage=stage.spec.name, track=TRACKS[run.track],
-                               state=new, version=None if version is None else version.text, reason=text,
-                               until=until))
+    state.emit(
+        StageTransition(
+            rollout_id=run.rollout_id,
+            stage=stage.spec.name,
+            track=TRACKS[run.track],
+            state=new,
+            version=None if version is None else version.text,
+            reason=text,
+            until=until,
+        )
+    )
 
 
 def reach_stage(state: EngineState, stage: StageRec, offers: dict[int, Offer]) -> None:
@@ -44,8 +53,15 @@ def reach_stage(state: EngineState, stage: StageRec, offers: dict[int, Offer]) -
     for track, offer in offers.items():
         if track not in state.rollouts[offer.rollout_id].tracks:
             continue
-        run = Run(offer.rollout_id, stage.index, track, StageState.PENDING, "", opened_at=state.now,
-                  offered=offer.version or _lowest(offer))
+        run = Run(
+            offer.rollout_id,
+            stage.index,
+            track,
+            StageState.PENDING,
+            "",
+            opened_at=state.now,
+            offered=offer.version or _lowest(offer),
+        )
         for older in stage.runs[track].values():
             if older.state is StageState.STUCK:
                 set_state(state, older, StageState.CANCELLED, StageReason.SUPERSEDED)
@@ -88,8 +104,13 @@ def _begin(state: EngineState, stage: StageRec, run: Run, offer: Offer) -> None:
     elif any(would_take(offer, c, run.track) for c in members):
         set_state(state, run, StageState.CANCELLED, StageReason.SUPERSEDED)
     else:
-        set_state(state, run, StageState.STUCK, StageReason.INCOMPATIBLE_VERSION,
-                  detail=f"offered {run.offered}, members on {_version_summary(state, stage, run.track)}")
+        set_state(
+            state,
+            run,
+            StageState.STUCK,
+            StageReason.INCOMPATIBLE_VERSION,
+            detail=f"offered {run.offered}, members on {_version_summary(state, stage, run.track)}",
+        )
 
 
 def _version_summary(state: EngineState, stage: StageRec, track: int) -> str:
@@ -191,8 +212,9 @@ def update_rollout(state: EngineState, rollout_id: str) -> None:
     if rollout.state in (RolloutState.CANCELLED, RolloutState.COMPLETED):
         return
     last = state.stages[-1]
-    done = all((r := last.runs[t].get(rollout_id)) is not None and r.state is StageState.COMPLETE
-               for t in rollout.tracks)
+    done = all(
+        (r := last.runs[t].get(rollout_id)) is not None and r.state is StageState.COMPLETE for t in rollout.tracks
+    )
     if done:
         rollout.state = RolloutState.COMPLETED
         rollout.reason = "every stage completed"

@@ -21,8 +21,8 @@ class ClusterRec:
     """What the planner knows of one cluster; per-track fields are 2-lists indexed by CP / NODES."""
 
     __slots__ = (
-        "awaiting_ready",
         "available",
+        "awaiting_ready",
         "done_by",
         "failed",
         "name",

@@ -6,6 +6,7 @@ from rollout_common.commands import CommandAck, RolloutTransition
 from rollout_common.events import OperatorCommand
 from rollout_common.status import RolloutState, StageReason, StageState
 from rollout_common.version import VersionError, parse_version
+
 from rollout_planner.engine.lifecycle import complete, set_state, soak_seconds, update_rollout
 from rollout_planner.engine.model import TRACK_INDEXES, EngineState, RolloutRec
 from rollout_planner.engine.targets import retarget
@@ -16,8 +17,9 @@ def apply_command(state: EngineState, command: OperatorCommand) -> None:
         return  # OPS-3 acknowledges once; a redelivered command changes nothing
     state.seen_events.add(command.command_id)
     error = _apply(state, command)
-    state.emit(CommandAck(command_id=command.command_id, accepted=error is None,
-                          reason=error or f"{command.action} applied"))
+    state.emit(
+        CommandAck(command_id=command.command_id, accepted=error is None, reason=error or f"{command.action} applied")
+    )
 
 
 def _apply(state: EngineState, command: OperatorCommand) -> str | None:

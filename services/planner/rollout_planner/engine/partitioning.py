@@ -94,16 +94,23 @@ def _manual(stage_name: str, strategy: RolloutStrategy, ordered: list[Cluster]) 
     buckets: dict[str, list[str]] = {p.name: [] for p in strategy.partitions}
     warnings = _warnings(stage_name, strategy)
     for cluster in ordered:
-        hits = [p for p in strategy.partitions if p.matches(name=cluster.name, labels=cluster.labels,
-                                                             group=cluster.group, group_labels=cluster.group_labels)]
+        hits = [
+            p
+            for p in strategy.partitions
+            if p.matches(
+                name=cluster.name, labels=cluster.labels, group=cluster.group, group_labels=cluster.group_labels
+            )
+        ]
         if not hits:
             continue
         taken[cluster.name] = hits[0].name
         buckets[hits[0].name].append(cluster.name)
         if len(hits) > 1:
             others = ", ".join(p.name for p in hits[1:])
-            warnings.append(f"stage {stage_name}: cluster {cluster.name} matches partitions {hits[0].name} and "
-                            f"{others}; it belongs to {hits[0].name} only (PART-2)")
+            warnings.append(
+                f"stage {stage_name}: cluster {cluster.name} matches partitions {hits[0].name} and "
+                f"{others}; it belongs to {hits[0].name} only (PART-2)"
+            )
     partitions = []
     for spec in strategy.partitions:
         members = buckets[spec.name]
@@ -111,14 +118,18 @@ def _manual(stage_name: str, strategy: RolloutStrategy, ordered: list[Cluster]) 
         partitions.append(PartitionPlan(spec.name, tuple(members), resolve(limit, len(members))))
     no_partition = [c.name for c in ordered if c.name not in taken]
     if no_partition:
-        warnings.append(f"stage {stage_name}: {len(no_partition)} cluster(s) match no partition and will not be "
-                        f"upgraded (PART-2, NO_PARTITION): {', '.join(no_partition[:10])}")
+        warnings.append(
+            f"stage {stage_name}: {len(no_partition)} cluster(s) match no partition and will not be "
+            f"upgraded (PART-2, NO_PARTITION): {', '.join(no_partition[:10])}"
+        )
     names = [c.name for c in ordered if c.name in taken]
     return StagePlan(stage_name, names, partitions, no_partition=no_partition, warnings=warnings)
 
 
 def _warnings(stage_name: str, strategy: RolloutStrategy) -> list[str]:
     if strategy.max_unavailable == "100%":
-        return [f"stage {stage_name}: maxUnavailable is 100%, so partitions will not wait for readiness and "
-                f"maxUnavailablePartitions has no effect (GATE-4)"]
+        return [
+            f"stage {stage_name}: maxUnavailable is 100%, so partitions will not wait for readiness and "
+            f"maxUnavailablePartitions has no effect (GATE-4)"
+        ]
     return []

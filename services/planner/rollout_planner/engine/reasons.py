@@ -5,6 +5,7 @@ from __future__ import annotations
 from rollout_common.commands import Wait
 from rollout_common.status import WaitRule
 from rollout_common.window import from_epoch
+
 from rollout_planner.engine.model import EngineState, StageRec
 
 _NAMES_SHOWN = 20
@@ -16,8 +17,15 @@ def describe_waits(state: EngineState, stage: StageRec, track: int, *, with_clus
         clusters: tuple[str, ...] = ()
         if with_clusters and rule == WaitRule.GATE_1_MAX_UNAVAILABLE.value and partition is not None:
             clusters = _unavailable_in(state, stage, partition)
-        waits.append(Wait(rule=rule, message=_message(rule, partition, numbers), partition=partition,
-                          numbers=dict(numbers), clusters=clusters))
+        waits.append(
+            Wait(
+                rule=rule,
+                message=_message(rule, partition, numbers),
+                partition=partition,
+                numbers=dict(numbers),
+                clusters=clusters,
+            )
+        )
     return waits
 
 
@@ -31,12 +39,16 @@ def _unavailable_in(state: EngineState, stage: StageRec, partition_name: str) ->
 
 def _message(rule: str, partition: str | None, numbers: dict[str, object]) -> str:
     if rule == WaitRule.GATE_1_MAX_UNAVAILABLE.value:
-        return (f"partition {partition}: {numbers['unavailable']} clusters unavailable, maxUnavailable is "
-                f"{numbers['maxUnavailable']}; the next batch waits until fewer are unavailable (GATE-1)")
+        return (
+            f"partition {partition}: {numbers['unavailable']} clusters unavailable, maxUnavailable is "
+            f"{numbers['maxUnavailable']}; the next batch waits until fewer are unavailable (GATE-1)"
+        )
     if rule == WaitRule.GATE_3_MAX_UNAVAILABLE_PARTITIONS.value:
-        return (f"{numbers['notReadyPartitions']} earlier partition(s) NotReady "
-                f"({', '.join(map(str, numbers['partitions']))}) > maxUnavailablePartitions "  # type: ignore[call-overload]
-                f"{numbers['maxUnavailablePartitions']}; partition {partition} and later ones wait (GATE-3)")
+        return (
+            f"{numbers['notReadyPartitions']} earlier partition(s) NotReady "
+            f"({', '.join(map(str, numbers['partitions']))}) > maxUnavailablePartitions "  # type: ignore[call-overload]
+            f"{numbers['maxUnavailablePartitions']}; partition {partition} and later ones wait (GATE-3)"
+        )
     if rule == WaitRule.GATE_6_MAX_CONCURRENT.value:
         return f"{numbers['inFlight']} clusters upgrading, maxConcurrent is {numbers['maxConcurrent']} (GATE-6)"
     if rule == WaitRule.OPS_1_PAUSED.value:
@@ -56,8 +68,13 @@ def window_waits(state: EngineState, stage: StageRec, track: int) -> list[Wait]:
     waiting.sort()
     first = waiting[0][0]
     text = "never" if first == float("inf") else from_epoch(first).isoformat()
-    return [Wait(rule=WaitRule.WIN_MAINTENANCE.value,
-                 message=f"{len(waiting)} cluster(s) wait for a maintenance window or exclusion to end; "
-                         f"the next opens at {text} (WIN-1..4)",
-                 numbers={"waiting": len(waiting)}, clusters=tuple(n for _, n in waiting[:_NAMES_SHOWN]),
-                 until=None if first == float("inf") else first)]
+    return [
+        Wait(
+            rule=WaitRule.WIN_MAINTENANCE.value,
+            message=f"{len(waiting)} cluster(s) wait for a maintenance window or exclusion to end; "
+            f"the next opens at {text} (WIN-1..4)",
+            numbers={"waiting": len(waiting)},
+            clusters=tuple(n for _, n in waiting[:_NAMES_SHOWN]),
+            until=None if first == float("inf") else first,
+        )
+    ]

@@ -7,6 +7,7 @@ from rollout_common.events import Readiness, UpgradeResult
 from rollout_common.quantity import resolve
 from rollout_common.status import TRACKS, StageReason, StageState
 from rollout_common.version import parse_version
+
 from rollout_planner.engine.lifecycle import set_state
 from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState
 from rollout_planner.engine.tally import refresh
@@ -16,8 +17,13 @@ from rollout_planner.engine.targets import enqueue, retarget
 def apply_result(state: EngineState, event: UpgradeResult) -> None:
     cluster = state.clusters.get(event.cluster)
     if cluster is None:
-        state.emit(Notice(code="UNKNOWN_CLUSTER", message=f"upgrade result for unknown cluster {event.cluster}",
-                          cluster=event.cluster))
+        state.emit(
+            Notice(
+                code="UNKNOWN_CLUSTER",
+                message=f"upgrade result for unknown cluster {event.cluster}",
+                cluster=event.cluster,
+            )
+        )
         return
     track = CP if event.track.value == "controlPlane" else NODES
     version = parse_version(event.version)
@@ -69,8 +75,13 @@ def _failed(state: EngineState, cluster: ClusterRec, track: int, error: str) -> 
     if budget is not None and run.state is StageState.IN_PROGRESS:
         limit = max(1, resolve(budget, len(stage.members)))
         if run.failures >= limit:
-            set_state(state, run, StageState.PAUSED, StageReason.FAILURE_BUDGET,
-                      detail=f"{run.failures} failed, maxFailures resolves to {limit} (GATE-6)")
+            set_state(
+                state,
+                run,
+                StageState.PAUSED,
+                StageReason.FAILURE_BUDGET,
+                detail=f"{run.failures} failed, maxFailures resolves to {limit} (GATE-6)",
+            )
 
 
 def _wake_other_track(state: EngineState, cluster: ClusterRec, track: int) -> None:
@@ -83,8 +94,11 @@ def _wake_other_track(state: EngineState, cluster: ClusterRec, track: int) -> No
 def apply_readiness(state: EngineState, event: Readiness) -> None:
     cluster = state.clusters.get(event.cluster)
     if cluster is None:
-        state.emit(Notice(code="UNKNOWN_CLUSTER", message=f"readiness for unknown cluster {event.cluster}",
-                          cluster=event.cluster))
+        state.emit(
+            Notice(
+                code="UNKNOWN_CLUSTER", message=f"readiness for unknown cluster {event.cluster}", cluster=event.cluster
+            )
+        )
         return
     cluster.ready = event.ready
     if event.ready and not cluster.busy:
@@ -92,4 +106,4 @@ def apply_readiness(state: EngineState, event: Readiness) -> None:
     refresh(state, cluster)
 
 
-__all__ = ["StageTransition", "TRACKS", "apply_readiness", "apply_result"]
+__all__ = ["TRACKS", "StageTransition", "apply_readiness", "apply_result"]

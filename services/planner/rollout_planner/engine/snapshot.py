@@ -14,6 +14,7 @@ from rollout_common.fleet import Cluster
 from rollout_common.sequence import Sequence
 from rollout_common.status import RolloutState, StageState
 from rollout_common.version import Version, parse_minor, parse_version
+
 from rollout_planner.engine.inventory import rebuild_stage
 from rollout_planner.engine.model import ClusterRec, EngineState, Offer, PartitionRec, RolloutRec, Run, Timer
 
@@ -46,20 +47,33 @@ def dump(state: EngineState) -> bytes:
 
 
 def _rollout(r: RolloutRec) -> dict[str, Any]:
-    return {"id": r.id, "eventId": r.event_id, "createdAt": r.created_at, "tracks": list(r.tracks),
-            "byMinor": None if r.by_minor is None else {str(m): v.text for m, v in r.by_minor.items()},
-            "version": _v(r.version), "state": r.state.value, "paused": r.paused, "reason": r.reason}
+    return {
+        "id": r.id,
+        "eventId": r.event_id,
+        "createdAt": r.created_at,
+        "tracks": list(r.tracks),
+        "byMinor": None if r.by_minor is None else {str(m): v.text for m, v in r.by_minor.items()},
+        "version": _v(r.version),
+        "state": r.state.value,
+        "paused": r.paused,
+        "reason": r.reason,
+    }
 
 
 def _cluster(c: ClusterRec) -> dict[str, Any]:
-    return {"spec": c.spec.model_dump(mode="json", by_alias=True, exclude_none=True),
-            "versions": [v.text for v in c.versions], "ready": c.ready,
-            "running": [_v(v) for v in c.running], "runningCmd": c.running_cmd,
-            "awaitingReady": c.awaiting_ready, "failed": c.failed,
-            "doneBy": [sorted(s) for s in c.done_by], "waitingUntil": c.waiting_until,
-            # a running upgrade's target is a decision already made: kept, not recomputed
-            "runningTarget": [[_v(c.target[t]), c.target_run[t]] if c.running[t] is not None else None
-                              for t in (0, 1)]}
+    return {
+        "spec": c.spec.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "versions": [v.text for v in c.versions],
+        "ready": c.ready,
+        "running": [_v(v) for v in c.running],
+        "runningCmd": c.running_cmd,
+        "awaitingReady": c.awaiting_ready,
+        "failed": c.failed,
+        "doneBy": [sorted(s) for s in c.done_by],
+        "waitingUntil": c.waiting_until,
+        # a running upgrade's target is a decision already made: kept, not recomputed
+        "runningTarget": [[_v(c.target[t]), c.target_run[t]] if c.running[t] is not None else None for t in (0, 1)],
+    }
 
 
 def _stage(s: Any) -> dict[str, Any]:
@@ -73,17 +87,34 @@ def _stage(s: Any) -> dict[str, Any]:
 
 
 def _offer(o: Offer) -> dict[str, Any]:
-    return {"rollout": o.rollout_id, "version": _v(o.version), "onDemand": o.on_demand,
-            "byMinor": None if o.by_minor is None else {str(m): v.text for m, v in o.by_minor.items()}}
+    return {
+        "rollout": o.rollout_id,
+        "version": _v(o.version),
+        "onDemand": o.on_demand,
+        "byMinor": None if o.by_minor is None else {str(m): v.text for m, v in o.by_minor.items()},
+    }
 
 
 def _run(r: Run) -> dict[str, Any]:
-    return {"rollout": r.rollout_id, "stage": r.stage, "track": r.track, "state": r.state.value,
-            "reason": r.reason, "openedAt": r.opened_at, "startedAt": r.started_at, "finishedAt": r.finished_at,
-            "soakStarted": r.soak_started, "soakEnd": r.soak_end, "forced": r.forced,
-            "working": sorted(v.text for v in r.working), "upgraded": sorted(v.text for v in r.upgraded),
-            "superseded": r.superseded, "failures": r.failures, "qualified": _v(r.qualified),
-            "offered": _v(r.offered)}
+    return {
+        "rollout": r.rollout_id,
+        "stage": r.stage,
+        "track": r.track,
+        "state": r.state.value,
+        "reason": r.reason,
+        "openedAt": r.opened_at,
+        "startedAt": r.started_at,
+        "finishedAt": r.finished_at,
+        "soakStarted": r.soak_started,
+        "soakEnd": r.soak_end,
+        "forced": r.forced,
+        "working": sorted(v.text for v in r.working),
+        "upgraded": sorted(v.text for v in r.upgraded),
+        "superseded": r.superseded,
+        "failures": r.failures,
+        "qualified": _v(r.qualified),
+        "offered": _v(r.offered),
+    }
 
 
 def load(data: bytes) -> EngineState:
@@ -112,11 +143,17 @@ def load(data: bytes) -> EngineState:
 
 def _load_rollout(raw: dict[str, Any]) -> RolloutRec:
     by_minor = raw["byMinor"]
-    return RolloutRec(id=raw["id"], event_id=raw["eventId"], created_at=raw["createdAt"],
-                      by_minor=None if by_minor is None else {parse_minor(m): parse_version(v)
-                                                              for m, v in by_minor.items()},
-                      version=_pv(raw["version"]), tracks=tuple(raw["tracks"]), state=RolloutState(raw["state"]),
-                      paused=raw["paused"], reason=raw["reason"])
+    return RolloutRec(
+        id=raw["id"],
+        event_id=raw["eventId"],
+        created_at=raw["createdAt"],
+        by_minor=None if by_minor is None else {parse_minor(m): parse_version(v) for m, v in by_minor.items()},
+        version=_pv(raw["version"]),
+        tracks=tuple(raw["tracks"]),
+        state=RolloutState(raw["state"]),
+        paused=raw["paused"],
+        reason=raw["reason"],
+    )
 
 
 def _load_cluster(raw: dict[str, Any]) -> ClusterRec:
@@ -160,16 +197,32 @@ def _load_stage(state: EngineState, stage: Any, raw: dict[str, Any]) -> None:
 
 def _load_offer(raw: dict[str, Any]) -> Offer:
     by_minor = raw["byMinor"]
-    return Offer(raw["rollout"], version=_pv(raw["version"]), on_demand=raw["onDemand"],
-                 by_minor=None if by_minor is None else {parse_minor(m): parse_version(v) for m, v in by_minor.items()})
+    return Offer(
+        raw["rollout"],
+        version=_pv(raw["version"]),
+        on_demand=raw["onDemand"],
+        by_minor=None if by_minor is None else {parse_minor(m): parse_version(v) for m, v in by_minor.items()},
+    )
 
 
 def _load_run(raw: dict[str, Any]) -> Run:
-    run = Run(raw["rollout"], raw["stage"], raw["track"], StageState(raw["state"]), raw["reason"],
-              opened_at=raw["openedAt"], started_at=raw["startedAt"], finished_at=raw["finishedAt"],
-              soak_started=raw["soakStarted"], soak_end=raw["soakEnd"], forced=raw["forced"],
-              superseded=raw["superseded"], failures=raw["failures"], qualified=_pv(raw["qualified"]),
-              offered=_pv(raw["offered"]))
+    run = Run(
+        raw["rollout"],
+        raw["stage"],
+        raw["track"],
+        StageState(raw["state"]),
+        raw["reason"],
+        opened_at=raw["openedAt"],
+        started_at=raw["startedAt"],
+        finished_at=raw["finishedAt"],
+        soak_started=raw["soakStarted"],
+        soak_end=raw["soakEnd"],
+        forced=raw["forced"],
+        superseded=raw["superseded"],
+        failures=raw["failures"],
+        qualified=_pv(raw["qualified"]),
+        offered=_pv(raw["offered"]),
+    )
     run.working = {parse_version(v) for v in raw["working"]}
     run.upgraded = {parse_version(v) for v in raw["upgraded"]}
     return run

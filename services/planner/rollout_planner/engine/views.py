@@ -6,14 +6,21 @@ from typing import Any
 
 from rollout_common.quantity import resolve
 from rollout_common.status import TRACKS, ClusterStatus, IneligibleType, PauseType, StageState
+
 from rollout_planner.engine.eligibility import offered_versions
 from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState, StageRec
 from rollout_planner.engine.reasons import describe_waits, window_waits
 
 # most pressing first: the overall status of a cluster is the first of its two tracks' in this order
 _PRIORITY = [
-    ClusterStatus.FAILED, ClusterStatus.PAUSED, ClusterStatus.IN_PROGRESS, ClusterStatus.NOT_READY,
-    ClusterStatus.OUT_OF_SYNC, ClusterStatus.PENDING, ClusterStatus.INELIGIBLE, ClusterStatus.COMPLETE,
+    ClusterStatus.FAILED,
+    ClusterStatus.PAUSED,
+    ClusterStatus.IN_PROGRESS,
+    ClusterStatus.NOT_READY,
+    ClusterStatus.OUT_OF_SYNC,
+    ClusterStatus.PENDING,
+    ClusterStatus.INELIGIBLE,
+    ClusterStatus.COMPLETE,
     ClusterStatus.SKIPPED_NEWER,
 ]
 
@@ -105,8 +112,13 @@ def stage_view(state: EngineState, stage: StageRec, *, with_clusters: bool = Tru
             status, _ = track_status(state, state.clusters[name], track)
             counts[status.value] = counts.get(status.value, 0) + 1
         run = stage.latest_run(track)
-        qualified = sorted({r.qualified.text for r in stage.runs[track].values()
-                            if r.state is StageState.COMPLETE and r.qualified is not None})
+        qualified = sorted(
+            {
+                r.qualified.text
+                for r in stage.runs[track].values()
+                if r.state is StageState.COMPLETE and r.qualified is not None
+            }
+        )
         waits = describe_waits(state, stage, track, with_clusters=with_clusters)
         waits += window_waits(state, stage, track)
         tracks[TRACKS[track].value] = {

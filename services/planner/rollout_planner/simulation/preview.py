@@ -11,6 +11,7 @@ from typing import Any
 
 from rollout_common.events import EventBatch
 from rollout_common.window import from_epoch, to_epoch
+
 from rollout_planner.engine import decide, new_state
 from rollout_planner.engine.model import CP, NODES
 from rollout_planner.engine.views import track_status
@@ -20,21 +21,26 @@ from rollout_planner.simulation.scenario import Scenario
 
 def preview(scenario: Scenario) -> dict[str, Any]:
     plans, warnings = plan_of(scenario)
-    ideal = scenario.model_copy(update={"simulation": scenario.simulation.model_copy(
-        update={"failures": (), "not_ready": ()})})
+    ideal = scenario.model_copy(
+        update={"simulation": scenario.simulation.model_copy(update={"failures": (), "not_ready": ()})}
+    )
     simulator = Simulator(ideal)
     report = simulator.run()
     origin = to_epoch(scenario.start)
     stages = []
     for plan in plans:
-        stages.append({
-            "name": plan.name,
-            "clusters": len(plan.members) + len(plan.no_partition),
-            "partitions": [{"name": p.name, "clusters": list(p.clusters), "maxUnavailable": p.max_unavailable}
-                           for p in plan.partitions],
-            "noPartition": plan.no_partition,
-            "timeline": _timeline(report.transitions, plan.name, origin),
-        })
+        stages.append(
+            {
+                "name": plan.name,
+                "clusters": len(plan.members) + len(plan.no_partition),
+                "partitions": [
+                    {"name": p.name, "clusters": list(p.clusters), "maxUnavailable": p.max_unavailable}
+                    for p in plan.partitions
+                ],
+                "noPartition": plan.no_partition,
+                "timeline": _timeline(report.transitions, plan.name, origin),
+            }
+        )
     return {
         "name": scenario.name,
         "stages": stages,
@@ -80,7 +86,11 @@ def _eligibility(scenario: Scenario) -> dict[str, dict[str, Any]]:
         for track, label in ((CP, "controlPlane"), (NODES, "nodes")):
             status, reason = track_status(state, cluster, track)
             target = cluster.target[track] or cluster.running[track]
-            entry[label] = {"version": cluster.versions[track].text, "target": None if target is None else target.text,
-                            "status": status.value, "reason": reason}
+            entry[label] = {
+                "version": cluster.versions[track].text,
+                "target": None if target is None else target.text,
+                "status": status.value,
+                "reason": reason,
+            }
         out[name] = entry
     return out

@@ -8,14 +8,13 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
 from rollout_common.duration import parse_duration
 from rollout_common.fleet import Cluster
 from rollout_common.sequence import Sequence, check_soak
 from rollout_common.status import Track
 from rollout_common.version import parse_minor, parse_version
 
-DEFAULT_START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+DEFAULT_START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 class _Model(BaseModel):
@@ -113,8 +112,9 @@ class CommandSpec(_Model):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> CommandSpec:
-        chosen = [k for k in ("pause", "resume", "cancel", "soak_override", "start_rollout")
-                  if getattr(self, k) is not None]
+        chosen = [
+            k for k in ("pause", "resume", "cancel", "soak_override", "start_rollout") if getattr(self, k) is not None
+        ]
         if len(chosen) != 1:
             raise ValueError("a command is exactly one of pause, resume, cancel, soakOverride, startRollout")
         return self
@@ -164,7 +164,7 @@ class Scenario(_Model):
     @field_validator("start")
     @classmethod
     def _utc(cls, value: dt.datetime) -> dt.datetime:
-        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
     @field_validator("until", mode="before")
     @classmethod

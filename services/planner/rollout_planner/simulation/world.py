@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from rollout_common.events import Readiness, UpgradeResult
 from rollout_common.status import Track
+
 from rollout_planner.simulation.scenario import Simulation
 
 
@@ -41,7 +42,9 @@ class World:
         self.events: list[dict[str, object]] = []
 
     def duration(self, track: Track) -> float:
-        return self.sim.upgrade_duration.control_plane if track is Track.CONTROL_PLANE else self.sim.upgrade_duration.nodes
+        return (
+            self.sim.upgrade_duration.control_plane if track is Track.CONTROL_PLANE else self.sim.upgrade_duration.nodes
+        )
 
     def start(self, *, t: float, cluster: str, track: Track, version: str, command_id: str) -> float:
         """Begin an upgrade; returns when it ends."""
@@ -58,10 +61,17 @@ class World:
         else:
             state.last_success = t
         outcome = "failed" if item.failed else "succeeded"
-        self.events.append({"t": t, "cluster": item.cluster, "track": item.track.value, "event": outcome,
-                            "version": item.version})
-        return UpgradeResult(command_id=item.command_id, cluster=item.cluster, track=item.track, version=item.version,
-                             outcome=outcome, error="scripted failure" if item.failed else None)
+        self.events.append(
+            {"t": t, "cluster": item.cluster, "track": item.track.value, "event": outcome, "version": item.version}
+        )
+        return UpgradeResult(
+            command_id=item.command_id,
+            cluster=item.cluster,
+            track=item.track,
+            version=item.version,
+            outcome=outcome,
+            error="scripted failure" if item.failed else None,
+        )
 
     def should_fail(self, cluster: str, track: Track) -> bool:
         return (cluster, track) in self.failing
