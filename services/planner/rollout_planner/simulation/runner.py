@@ -80,13 +80,35 @@ class Simulator:
         heapq.heappush(self.queue, (t, next(self.counter), kind, payload))
 
     def run(self) -> Report:
+        self.start()
+        while self.step() is not None:
+            pass
+        return self.finish()
+
+    # Stepping API: `rollout demo` paces the same loop against a wall clock and draws between instants.
+    def start(self) -> None:
+        """Queue the script, the scripted health edges and the first wake-up; call once, before step()."""
         for event in self.scenario.events:
             self._push(event.at, "script", event)
         for edge, name in self.world.window_edges():
             self._push(edge, "health", name)
         self._push(0.0, "wake", None)
-        while self.queue and self.queue[0][0] <= self.scenario.until:
-            self._instant(self.queue[0][0])
+
+    def next_time(self) -> float | None:
+        """When the next instant happens (seconds since start), or None when the run is over."""
+        if self.queue and self.queue[0][0] <= self.scenario.until:
+            return self.queue[0][0]
+        return None
+
+    def step(self) -> float | None:
+        """Process the next instant and return its time, or None when nothing is left before `until`."""
+        t = self.next_time()
+        if t is not None:
+            self._instant(t)
+        return t
+
+    def finish(self) -> Report:
+        """Fill in the report's final section (cluster statuses, stage states) and return the report."""
         self._finalize()
         return self.report
 
