@@ -1,0 +1,43 @@
+"""What the planner keeps in the store, and under which keys.
+
+One atomic `put_many` writes the engine snapshot, the checkpoint (offsets applied, timer,
+outbox) and the status document together, so after a crash they always agree: the offsets say
+exactly which records the snapshot already contains, and the outbox holds what that decision
+still has to publish.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rollout_planner.service.outbox import OutboxMessage
+
+SNAPSHOT_KEY = "planner/snapshot"
+CHECKPOINT_KEY = "planner/checkpoint"
+PUBLISHED_KEY = "planner/published"
+CLOCK_ORIGIN_KEY = "planner/clock-origin"
+STATUS_KEY = "status"
+SEQUENCE_KEY = "sequence"
+
+
+class Checkpoint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    batch: int = Field(default=0, description="number of the last persisted batch; outbox ids derive from it")
+    offsets: dict[str, int] = Field(
+        default_factory=dict, description='"topic:partition" -> the next offset not yet applied'
+    )
+    wake_at: float | None = Field(default=None, description="engine time of the timer the engine asked for")
+    outbox: list[OutboxMessage] = Field(default_factory=list)
+
+    def applied(self, topic: str, partition: int, offset: int) -> bool:
+        """True when the snapshot already contains this record (it came back after a crash)."""
+        return offset < self.offsets.get(partition_key(topic, partition), 0)
+
+    def advance(self, topic: str, partition: int, offset: int) -> None:
+        key = partition_key(topic, partition)
+        self.offsets[key] = max(self.offsets.get(key, 0), offset + 1)
+
+
+def partition_key(topic: str, partition: int) -> str:
+    return f"{topic}:{partition}"

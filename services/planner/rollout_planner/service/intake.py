@@ -1,0 +1,50 @@
+"""Records in, engine events out: the only place that knows which topics feed the planner.
+
+Within one poll batch the events are put in a fixed order of kinds (inventory, readiness,
+upgrade results, operator commands, release targets), each kind keeping its arrival order:
+the batch is one instant, and at one instant the planner should decide on the fleet as it is
+known at that instant, so an inventory change polled with a release target is applied first
+whatever partition order the broker returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rollout_common import envelope
+from rollout_common.errors import InvalidInputError
+from rollout_common.events import Event
+from rollout_common.ports import Record
+from rollout_common.topics.catalog import (
+    INVENTORY,
+    OPERATOR_COMMANDS,
+    READINESS,
+    RELEASE_TARGETS,
+    UPGRADE_RESULTS,
+    TopicDef,
+)
+
+INPUT_TOPICS: tuple[TopicDef, ...] = (INVENTORY, READINESS, UPGRADE_RESULTS, OPERATOR_COMMANDS, RELEASE_TARGETS)
+_KIND_ORDER = {"inventory": 0, "readiness": 1, "upgrade_result": 2, "operator_command": 3}
+_LAST = 4
+
+
+class Intake:
+    def __init__(self, *, prefix: str) -> None:
+        self._by_topic = {prefix + topic.name: topic for topic in INPUT_TOPICS}
+
+    @property
+    def topics(self) -> list[str]:
+        return list(self._by_topic)
+
+    def decode(self, record: Record) -> Event:
+        """The record's event; InvalidInputError's text is the dead-letter reason."""
+        topic = self._by_topic.get(record.topic)
+        if topic is None:
+            raise InvalidInputError(f"topic {record.topic!r} does not feed the planner")
+        _, model = envelope.decode(record.value, record.headers, topic.models)
+        return model  # type: ignore[return-value]  # every input topic carries engine events only
+
+
+def in_decision_order(events: Sequence[Event]) -> list[Event]:
+    return sorted(events, key=lambda event: _KIND_ORDER.get(event.kind, _LAST))

@@ -1,0 +1,291 @@
+"""The planner loop: poll, decide once per batch, persist atomically, publish, commit.
+
+The order is what makes at-least-once delivery safe (BUS-3, BUS-6):
+
+1. records already contained in the snapshot (offset below the stored one) are skipped;
+   undecodable ones become dead letters (BUS-4), the rest one `EventBatch`;
+2. snapshot + offsets + outbox + status go to the store in ONE atomic write;
+3. the outbox is published, then marked published;
+4. the Kafka offsets are committed.
+
+A crash after 2 re-publishes the outbox on restart (same ids: consumers drop the duplicate); a
+crash before 2 loses nothing, the records come again and are decided again from the old snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+from rollout_common.commands import Command, StageAdvance, WakeAt
+from rollout_common.errors import InvalidInputError, PermanentError, TransientError
+from rollout_common.events import Event, EventBatch, WakeUp
+from rollout_common.ports import Bus, Consumer, Record, Store
+from rollout_common.topics import ALL
+
+from rollout_planner.engine import EngineState, decide
+from rollout_planner.engine import snapshot as engine_snapshot
+from rollout_planner.service.checkpoint import (
+    CHECKPOINT_KEY,
+    PUBLISHED_KEY,
+    SNAPSHOT_KEY,
+    STATUS_KEY,
+    Checkpoint,
+)
+from rollout_planner.service.clock import Clock
+from rollout_planner.service.intake import Intake, in_decision_order
+from rollout_planner.service.metrics import PlannerMetrics
+from rollout_planner.service.outbox import Outbox
+from rollout_planner.service.settings import PlannerSettings
+from rollout_planner.service.status_document import encode_status
+
+log = logging.getLogger("rollout.planner")
+
+T = TypeVar("T")
+# Builds the engine state when the store holds no snapshot yet; returns None while there is
+# nothing to plan (no sequence applied), and is asked again later.
+InitialState = Callable[[], Awaitable[EngineState | None]]
+
+
+class Planner:
+    def __init__(
+        self,
+        *,
+        bus: Bus,
+        store: Store,
+        settings: PlannerSettings,
+        clock: Clock,
+        initial_state: InitialState,
+        metrics: PlannerMetrics | None = None,
+    ) -> None:
+        self._bus = bus
+        self._store = store
+        self._settings = settings
+        self._clock = clock
+        self._initial_state = initial_state
+        self.metrics = metrics or PlannerMetrics()
+        self._intake = Intake(prefix=settings.topic_prefix)
+        self._consumer: Consumer | None = None
+        self._state: EngineState | None = None
+        self.checkpoint = Checkpoint()
+        self._published = 0
+        self._stopping = asyncio.Event()
+        self.ready = False
+
+    @property
+    def state(self) -> EngineState:
+        if self._state is None:
+            raise PermanentError("the planner has not started")
+        return self._state
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    async def start(self) -> bool:
+        """Create topics, restore or build the state, finish an interrupted publish; False if stopped first."""
+        if self._settings.create_topics:
+            specs = [topic.spec(self._settings.topic_prefix) for topic in ALL]
+            await self._retrying("create topics", lambda: self._bus.ensure_topics(specs))
+        if not await self._restore():
+            return False
+        await self._flush_outbox()
+        self._consumer = self._bus.consumer(self._intake.topics, group=self._settings.group)
+        self.ready = True
+        log.info("planner started", extra={"batch": self.checkpoint.batch, "wake_at": self.checkpoint.wake_at})
+        return True
+
+    async def run(self) -> None:
+        """Start, then handle batches until `stop()`."""
+        try:
+            if not await self.start():
+                return
+            while not self._stopping.is_set():
+                await self.step()
+        finally:
+            await self.close()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def close(self) -> None:
+        self.ready = False
+        if self._consumer is not None:
+            await self._consumer.close()
+            self._consumer = None
+
+    # -- one batch -----------------------------------------------------------------------
+
+    async def step(self) -> int:
+        """Poll once and handle what came (or a due timer); returns how many records were polled."""
+        assert self._consumer is not None, "start() first"
+        await self._flush_outbox()
+        try:
+            records = await self._consumer.poll(
+                max_records=self._settings.poll_max_records, timeout_s=self._poll_timeout()
+            )
+        except TransientError as exc:
+            self.ready = False
+            log.warning("poll failed; retrying", extra={"error": str(exc)})
+            await self._pause(self._settings.retry_backoff_s)
+            return 0
+        self.ready = True
+        now = self._clock.now()
+        due = self.checkpoint.wake_at is not None and self.checkpoint.wake_at <= now
+        if not records and not due:
+            return 0
+        await self._handle(records, now=now, due=due)
+        await self._commit(records)
+        return len(records)
+
+    async def _handle(self, records: Sequence[Record], *, now: float, due: bool) -> None:
+        batch = self.checkpoint.batch + 1
+        outbox = Outbox(prefix=self._settings.topic_prefix, source=self._settings.source, batch=batch, at=now)
+        events = self._take(records, outbox)
+        if not events and not due and not outbox.messages:
+            return  # only records the snapshot already holds: nothing to decide or to write
+        if due:
+            self.checkpoint.wake_at = None  # fired; the engine names the next one, if any
+            events.append(WakeUp())
+        if events:
+            commands = self._decide(events, now)
+            outbox.add_commands(commands)
+            self._follow_timer(commands)
+            self._log_commands(commands, batch)
+        self.checkpoint.batch = batch
+        self.checkpoint.outbox = outbox.messages
+        await self._persist()
+        await self._flush_outbox()
+
+    def _take(self, records: Sequence[Record], outbox: Outbox) -> list[Event]:
+        events: list[Event] = []
+        for record in records:
+            if self.checkpoint.applied(record.topic, record.partition, record.offset):
+                self.metrics.duplicates_skipped.inc()
+                continue
+            try:
+                events.append(self._intake.decode(record))
+            except InvalidInputError as exc:
+                outbox.add_dead_letter(record, str(exc))
+                self.metrics.dead_letters.inc()
+                log.warning(
+                    "dead-lettered a record",
+                    extra={
+                        "topic": record.topic,
+                        "partition": record.partition,
+                        "offset": record.offset,
+                        "reason": str(exc),
+                    },
+                )
+            self.checkpoint.advance(record.topic, record.partition, record.offset)
+        return events
+
+    def _decide(self, events: list[Event], now: float) -> list[Command]:
+        started = time.perf_counter()
+        _, commands = decide(self.state, EventBatch(events=tuple(in_decision_order(events))), now)
+        self.metrics.decision_seconds.observe(time.perf_counter() - started)
+        for event in events:
+            self.metrics.events_applied.labels(kind=event.kind).inc()
+        self.metrics.batches_emitted.inc(sum(isinstance(c, StageAdvance) for c in commands))
+        return commands
+
+    def _follow_timer(self, commands: Sequence[Command]) -> None:
+        # One timer: the latest WakeAt replaces any earlier one.
+        for command in commands:
+            if isinstance(command, WakeAt):
+                self.checkpoint.wake_at = command.at
+
+    def _log_commands(self, commands: Sequence[Command], batch: int) -> None:
+        for command in commands:
+            if isinstance(command, WakeAt):
+                continue
+            fields = command.model_dump(mode="json", exclude={"kind"})
+            log.info(command.kind, extra={"batch": batch, **fields})
+
+    # -- the store -----------------------------------------------------------------------
+
+    async def _restore(self) -> bool:
+        snapshot, checkpoint, published = await self._retrying(
+            "read the snapshot", lambda: self._store.get_many([SNAPSHOT_KEY, CHECKPOINT_KEY, PUBLISHED_KEY])
+        )
+        if snapshot is not None and checkpoint is not None:
+            self._state = engine_snapshot.load(snapshot)
+            self.checkpoint = Checkpoint.model_validate_json(checkpoint)
+            self._published = int(published or 0)
+            log.info("restored the snapshot", extra={"batch": self.checkpoint.batch})
+            return True
+        while not self._stopping.is_set():
+            state = await self._retrying("build the initial state", self._initial_state)
+            if state is not None:
+                self._state = state
+                return True
+            log.info("no sequence to plan yet; waiting for one to be applied")
+            await self._pause(self._settings.sequence_wait_s)
+        return False
+
+    async def _persist(self) -> None:
+        items = {
+            SNAPSHOT_KEY: engine_snapshot.dump(self.state),
+            CHECKPOINT_KEY: self.checkpoint.model_dump_json().encode(),
+            STATUS_KEY: encode_status(self.state, batch=self.checkpoint.batch),
+        }
+        await self._retrying("persist the batch", lambda: self._store.put_many(items))
+        self.metrics.last_batch.set(self.checkpoint.batch)
+
+    async def _flush_outbox(self) -> None:
+        """Publish the last batch's outbox unless that already happened (BUS-6)."""
+        if self._published >= self.checkpoint.batch or not self.checkpoint.outbox:
+            self._published = self.checkpoint.batch
+            return
+        for message in self.checkpoint.outbox:
+            await self._retrying(
+                f"publish to {message.topic}",
+                lambda m=message: self._bus.publish(m.topic, key=m.key, value=m.value, headers=m.headers),
+            )
+        batch = self.checkpoint.batch
+        await self._retrying("mark the outbox published", lambda: self._store.put(PUBLISHED_KEY, str(batch).encode()))
+        self._published = batch
+
+    async def _commit(self, records: Sequence[Record]) -> None:
+        if not records or self._consumer is None:
+            return
+        try:
+            await self._consumer.commit(records)
+        except (TransientError, PermanentError) as exc:
+            # Harmless: the records come again and are skipped by the stored offsets.
+            log.warning("offset commit failed; the records will be skipped when redelivered", extra={"error": str(exc)})
+
+    # -- waiting -------------------------------------------------------------------------
+
+    def _poll_timeout(self) -> float:
+        timeout = self._settings.poll_timeout_s
+        if self.checkpoint.wake_at is not None:
+            timeout = min(timeout, self._clock.wall_seconds_until(self.checkpoint.wake_at))
+        # A zero timeout still returns records already fetched, and lets a due timer fire now.
+        return max(timeout, 0.0)
+
+    async def _retrying(self, doing: str, call: Callable[[], Awaitable[T]]) -> T:
+        """Retry transient failures with capped exponential back-off; permanent ones propagate."""
+        delay = self._settings.retry_backoff_s
+        while True:
+            try:
+                return await call()
+            except TransientError as exc:
+                self.ready = False
+                if self._stopping.is_set():
+                    raise
+                log.warning(
+                    "transient failure; retrying", extra={"doing": doing, "error": str(exc), "retry_in_s": delay}
+                )
+                await self._pause(delay)
+                delay = min(delay * 2, self._settings.retry_backoff_max_s)
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait, but wake at once when asked to stop."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+
+__all__ = ["InitialState", "Planner"]

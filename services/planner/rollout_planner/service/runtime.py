@@ -1,0 +1,71 @@
+"""The composition root: real adapters from the settings, the probe server, signals, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+
+from rollout_adapters.kafka_bus import KafkaBus
+from rollout_adapters.redis_store import RedisStore
+from rollout_common.ports import Store
+
+from rollout_planner.engine import EngineState
+from rollout_planner.service import initial_state
+from rollout_planner.service.checkpoint import CLOCK_ORIGIN_KEY
+from rollout_planner.service.clock import ScaledClock
+from rollout_planner.service.planner import InitialState, Planner
+from rollout_planner.service.probes import ProbeServer
+from rollout_planner.service.settings import PlannerSettings
+
+log = logging.getLogger("rollout.planner")
+
+
+async def stored_clock(store: Store, *, scale: float) -> ScaledClock:
+    """The scaled clock whose origin is the first start of this planner (kept in the store)."""
+    await store.put_if_absent(CLOCK_ORIGIN_KEY, repr(time.time()).encode())
+    raw = await store.get(CLOCK_ORIGIN_KEY)
+    origin = float(raw) if raw is not None else time.time()
+    return ScaledClock(origin=origin, scale=scale)
+
+
+def initial_state_source(settings: PlannerSettings, store: Store) -> InitialState:
+    path = settings.scenario_file
+    if path is not None:
+
+        async def from_file() -> EngineState | None:
+            return initial_state.from_file(path)
+
+        return from_file
+    return lambda: initial_state.from_store(store)
+
+
+async def serve(settings: PlannerSettings) -> None:
+    """Run the planner until SIGTERM or SIGINT, then stop cleanly."""
+    bus = KafkaBus(settings.kafka_bootstrap, client_id=settings.source, replication_factor=settings.replication_factor)
+    store = RedisStore(settings.redis_url, namespace=settings.namespace)
+    probes: ProbeServer | None = None
+    try:
+        clock = await stored_clock(store, scale=settings.time_scale)
+        planner = Planner(
+            bus=bus, store=store, settings=settings, clock=clock, initial_state=initial_state_source(settings, store)
+        )
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, planner.stop)
+        task = asyncio.create_task(planner.run(), name="planner")
+        if settings.http_port:
+            probes = ProbeServer(
+                healthy=lambda: not task.done(), ready=lambda: planner.ready, metrics=planner.metrics.exposition
+            )
+            port = await probes.start(host=settings.http_host, port=settings.http_port)
+            log.info("probes listening", extra={"port": port})
+        await task
+    finally:
+        if probes is not None:
+            await probes.close()
+        with contextlib.suppress(Exception):
+            await bus.close()
+        await store.close()

@@ -1,0 +1,184 @@
+"""The planner service on the in-memory bus and store: translation, idempotence, dead letters, restarts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from planner_harness import (
+    NEW,
+    START,
+    FakeFleet,
+    kinds,
+    make_planner,
+    progress_kinds,
+    publish,
+    release,
+)
+from rollout_adapters.memory_bus import MemoryBus
+from rollout_adapters.memory_store import MemoryStore
+from rollout_common.errors import PermanentError, TransientError
+from rollout_common.events import ReleaseTarget
+from rollout_common.topics.catalog import DEAD_LETTER, PROGRESS, RELEASE_TARGETS, STAGE_ADVANCE
+from rollout_planner.service.checkpoint import STATUS_KEY
+from rollout_planner.service.clock import ManualClock
+from rollout_planner.service.planner import Planner
+
+P = "t."
+DAY = 86400.0
+
+
+@pytest.fixture
+def bus() -> MemoryBus:
+    return MemoryBus()
+
+
+@pytest.fixture
+def store() -> MemoryStore:
+    return MemoryStore()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(START)
+
+
+async def started(bus: MemoryBus, store: MemoryStore, clock: ManualClock) -> Planner:
+    planner = make_planner(bus=bus, store=store, prefix=P, clock=clock)
+    assert await planner.start()
+    return planner
+
+
+async def drain(planner: Planner) -> None:
+    """Step until a poll brings nothing and no timer is due."""
+    while await planner.step():
+        pass
+
+
+def advances(bus: MemoryBus) -> list:  # type: ignore[type-arg]
+    return bus.records(P + STAGE_ADVANCE.name)
+
+
+async def test_release_target_becomes_stage_advance_with_its_command_id(bus, store, clock) -> None:
+    planner = await started(bus, store, clock)
+    await release(bus, P)
+    await drain(planner)
+
+    [record] = advances(bus)
+    body = json.loads(record.value)
+    assert body["kind"] == "stage_advance" and body["stage"] == "canary" and body["version"] == NEW
+    assert record.headers["ce_id"].decode() == body["commandId"]
+    assert record.headers["ce_type"] == b"io.rollout.stage_advance.v1"
+    assert "rollout_transition" in progress_kinds(bus.records(P + PROGRESS.name))
+    status = json.loads(await store.get(STATUS_KEY) or b"{}")
+    assert status["stages"][0]["tracks"]["controlPlane"]["state"] == "IN_PROGRESS"
+    assert status["rollouts"][0]["state"] == "RUNNING"
+    await planner.close()
+
+
+async def test_a_redelivered_batch_is_applied_once(bus, store, clock) -> None:
+    planner = await started(bus, store, clock)
+    await release(bus, P)
+    bus.fail_next_commit(TransientError("rebalancing"))  # the offsets never reach the group
+    await drain(planner)
+    await planner.close()
+    progress_before = len(bus.records(P + PROGRESS.name))
+
+    again = await started(bus, store, clock)  # polls the release target a second time
+    await drain(again)
+
+    assert len(advances(bus)) == 1
+    assert len(bus.records(P + PROGRESS.name)) == progress_before  # not even a DUPLICATE_EVENT notice
+    assert again.metrics.duplicates_skipped._value.get() == 1
+    assert bus.committed(f"{P}planner", P + RELEASE_TARGETS.name) == {0: 1}
+    await again.close()
+
+
+async def test_a_malformed_message_is_dead_lettered_and_the_next_one_still_applies(bus, store, clock) -> None:
+    planner = await started(bus, store, clock)
+    topic = P + RELEASE_TARGETS.name
+    await bus.publish(
+        topic,
+        key=b"regular",
+        value=b"{not json",
+        headers={
+            "ce_specversion": b"1.0",
+            "ce_id": b"bad-1",
+            "ce_source": b"x",
+            "ce_type": b"io.rollout.release_target.v1",
+        },
+    )
+    bad_target = ReleaseTarget.model_construct(event_id="bad-2", channel="regular", targets={"1.30": "nope"})
+    await publish(bus, P, RELEASE_TARGETS, bad_target, event_id="bad-2")
+    await release(bus, P)
+    await drain(planner)
+
+    dead = bus.records(P + DEAD_LETTER.name)
+    assert dead[0].value == b"{not json"
+    reasons = [d.headers["dlq_reason"].decode() for d in dead]
+    assert "not JSON" in reasons[0] and "invalid ReleaseTarget" in reasons[1]
+    assert [(d.headers["dlq_topic"], d.headers["dlq_partition"], d.headers["dlq_offset"]) for d in dead] == [
+        (topic.encode(), b"0", b"0"),
+        (topic.encode(), b"0", b"1"),
+    ]
+    assert dead[0].headers["ce_id"] == b"bad-1"
+    assert len(advances(bus)) == 1
+    assert bus.committed(f"{P}planner", topic) == {0: 3}
+    await planner.close()
+
+
+async def test_restart_resumes_from_the_store_without_repeating_decisions(bus, store, clock) -> None:
+    planner = await started(bus, store, clock)
+    fleet = FakeFleet(bus, P)
+    await release(bus, P)
+    await drain(planner)
+    await planner.close()  # stopped between batches, as a crash after a commit would leave it
+
+    resumed = await started(bus, store, clock)
+    await drain(resumed)
+    assert len(advances(bus)) == 1, "nothing decided again after the restart"
+    await fleet.answer(advances(bus))
+    await drain(resumed)
+    assert len(advances(bus)) == 2  # the node track of canary follows its control plane
+    assert resumed.checkpoint.wake_at is not None
+    await resumed.close()
+
+
+async def test_an_outbox_persisted_but_not_published_is_published_after_a_restart(bus, store, clock) -> None:
+    planner = await started(bus, store, clock)
+    await release(bus, P)
+    bus.fail_next_publish(PermanentError("broker rejected it"))  # dies after the store write
+    with pytest.raises(PermanentError):
+        await drain(planner)
+    await planner.close()
+    assert advances(bus) == []
+
+    resumed = await started(bus, store, clock)  # publishes the stored outbox before polling
+    [record] = advances(bus)
+    await drain(resumed)
+    assert advances(bus) == [record]
+    assert kinds(bus.records(P + PROGRESS.name)).count("rollout_transition") == 1
+    await resumed.close()
+
+
+async def test_the_soak_timer_fires_after_a_restart_and_qualifies_the_next_stage(bus, store, clock) -> None:
+    planner = await started(bus, store, clock)
+    fleet = FakeFleet(bus, P)
+    await release(bus, P)
+    await drain(planner)
+    while await fleet.answer(advances(bus)):
+        await drain(planner)
+    assert {s for s in _stages(bus)} == {"canary"}
+    wake_at = planner.checkpoint.wake_at
+    assert wake_at == pytest.approx(START + DAY, abs=3600)
+    await planner.close()
+
+    clock.advance(DAY + 3600)
+    resumed = await started(bus, store, clock)
+    await drain(resumed)  # no record arrives: only the stored timer can move it on
+    assert "prod" in _stages(bus)
+    await resumed.close()
+
+
+def _stages(bus: MemoryBus) -> list[str]:
+    return [json.loads(r.value)["stage"] for r in advances(bus)]
