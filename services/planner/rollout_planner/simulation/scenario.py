@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from rollout_common.duration import parse_duration
 from rollout_common.fleet import Cluster
 from rollout_common.sequence import Sequence, check_soak
@@ -160,6 +160,7 @@ class Scenario(_Model):
     events: tuple[ScriptEvent, ...] = ()
     until: float = 60 * 86400.0
     expect: dict[str, Any] | None = None
+    _fleet: list[Cluster] | None = PrivateAttr(default=None)
 
     @field_validator("start")
     @classmethod
@@ -173,6 +174,11 @@ class Scenario(_Model):
 
     def fleet(self) -> list[Cluster]:
         """Explicit clusters, then generated ones (FORMAT: `name` is a Python format with i from 1)."""
+        if self._fleet is None:
+            self._fleet = self._expand()
+        return list(self._fleet)
+
+    def _expand(self) -> list[Cluster]:
         out = list(self.clusters)
         for index, template in enumerate(self.generate):
             fields = {k: v for k, v in template.items() if k not in ("count", "name")}
