@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 SHARED ?= ../shared
 
-.PHONY: demo venv test lint typecheck unit integration conformance scenarios kafka redis infra-fetch bench
+.PHONY: demo system-deps venv test lint typecheck unit integration conformance scenarios kafka redis infra-fetch bench
 
 demo: venv  ## run the embedded demo (one process, no Kafka)
 	$(BIN)/rollout demo
@@ -30,8 +30,12 @@ conformance: venv
 scenarios: venv
 	$(PY) $(SHARED)/conformance/check.py --cmd "$(BIN)/rollout simulate" tests/scenarios
 
-## the whole suite: lint, types, unit, property, scenario and integration tests (starts Kafka and Redis itself)
-test: lint typecheck conformance scenarios
+system-deps:  ## Debian packages for the full suite (redis-server, Java 17, Maven), when missing
+	bash deploy/local/system-deps.sh
+
+## the whole suite on a fresh machine: installs what is missing, then lint, types, conformance,
+## scenarios, unit, property, contract, integration and end-to-end tests (starts Kafka and Redis itself)
+test: system-deps venv infra-fetch lint typecheck conformance scenarios
 	$(BIN)/pytest -q
 
 ## local infrastructure without Docker (see `python -m rollout_devenv --help`)
