@@ -1,0 +1,432 @@
+"""Commands that talk to a running system: publish releases and operator commands, read status.
+
+Every message goes through the same envelope and topic catalog as the services use. Mistakes a
+person can make (a bad version, Kafka or Redis unreachable, a missing file) end in one line on
+stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import logging
+import os
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from rich.console import Console
+from rich.table import Table
+from rollout_adapters.kafka_bus import KafkaBus
+from rollout_adapters.redis_store import RedisStore
+from rollout_common import envelope
+from rollout_common.errors import InvalidInputError, RolloutError, TransientError, UnknownTopicError
+from rollout_common.events import InventoryChange, OperatorCommand, ReleaseTarget, StartRollout
+from rollout_common.topics import ALL
+from rollout_common.topics.catalog import INVENTORY, OPERATOR_COMMANDS, PROGRESS, RELEASE_TARGETS, TopicDef
+from rollout_planner.service.checkpoint import SEQUENCE_KEY, STATUS_KEY
+from rollout_planner.simulation.scenario import ScenarioError, load_scenario
+
+# Long enough for a broker that is up but slow; short enough that a wrong address fails fast.
+_CONNECT_TIMEOUT_S = 20.0
+_WAIT_SHOWN = 5
+
+
+class UserError(Exception):
+    """Something the person running the command can fix; printed as one line."""
+
+
+# -- registration ---------------------------------------------------------------------------
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    common = _common_options()
+    release = sub.add_parser("release", parents=[common], help="publish a release target (START-1)")
+    release.add_argument("--channel", required=True)
+    release.add_argument(
+        "--target",
+        action="append",
+        required=True,
+        metavar="MINOR=VERSION",
+        help="e.g. 1.30=1.31.13-gke.1023000; repeat for several minors",
+    )
+    release.add_argument("--id", help="event id; the same id twice starts one rollout (default: a new id)")
+    release.set_defaults(handler=_handler(_release))
+
+    start = sub.add_parser("start", parents=[common], help="start an on-demand rollout of one version (START-2)")
+    start.add_argument("version")
+    start.add_argument("--tracks", default="controlPlane,nodes", help="controlPlane, nodes or both")
+    start.add_argument("--id", help="event id (default: a new id)")
+    start.set_defaults(handler=_handler(_start))
+
+    for action in ("pause", "resume", "cancel"):
+        command = sub.add_parser(action, parents=[common], help=f"{action} a rollout, or every active one (OPS-1)")
+        command.add_argument("--rollout", help="rollout id (default: every active rollout)")
+        command.set_defaults(handler=_handler(_operator_action), action=action)
+
+    soak = sub.add_parser("soak", parents=[common], help="set or clear a stage's soak for one version (OPS-2)")
+    soak.add_argument("--stage", required=True)
+    soak.add_argument("--version", required=True)
+    soak_choice = soak.add_mutually_exclusive_group(required=True)
+    soak_choice.add_argument("--soak", help="duration such as 0d, 12h, 3d (0d to 30d)")
+    soak_choice.add_argument("--clear", action="store_true", help="remove the override")
+    soak.set_defaults(handler=_handler(_soak))
+
+    status = sub.add_parser("status", parents=[common], help="stages, tracks, partitions and why they wait")
+    status.add_argument("--json", action="store_true", help="print the raw status document")
+    status.set_defaults(handler=_handler(_status))
+
+    watch = sub.add_parser("watch", parents=[common], help="print every progress event as it happens")
+    watch.add_argument("--from-beginning", action="store_true", help="replay the topic's history first")
+    watch.add_argument("--count", type=int, help="exit after this many events")
+    watch.set_defaults(handler=_handler(_watch))
+
+    apply = sub.add_parser(
+        "apply",
+        parents=[common],
+        help="publish a scenario/fleet file's clusters to the inventory and store its sequence",
+    )
+    apply.add_argument("file", type=Path)
+    apply.set_defaults(handler=_handler(_apply))
+
+    schemas = sub.add_parser("schemas", help="JSON Schemas of every event (BUS-2)")
+    schemas_sub = schemas.add_subparsers(dest="schemas_command", required=True, metavar="ACTION")
+    export = schemas_sub.add_parser("export", help="write one JSON Schema per event type, plus index.json")
+    export.add_argument("dir", type=Path)
+    export.set_defaults(handler=_handler(_export_schemas))
+
+
+def _common_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    env = os.environ.get
+    common.add_argument(
+        "--bootstrap",
+        default=env("ROLLOUT_KAFKA_BOOTSTRAP", "localhost:9092"),
+        help="Kafka bootstrap servers (env ROLLOUT_KAFKA_BOOTSTRAP)",
+    )
+    common.add_argument(
+        "--redis",
+        default=env("ROLLOUT_REDIS_URL", "redis://localhost:6379/0"),
+        help="Redis URL (env ROLLOUT_REDIS_URL)",
+    )
+    common.add_argument(
+        "--topic-prefix",
+        default=env("ROLLOUT_TOPIC_PREFIX", ""),
+        help="put before every topic name (env ROLLOUT_TOPIC_PREFIX)",
+    )
+    common.add_argument(
+        "--namespace",
+        default=env("ROLLOUT_NAMESPACE", "rollout"),
+        help="the planner's Redis key namespace (env ROLLOUT_NAMESPACE)",
+    )
+    common.add_argument(
+        "--source", default=env("ROLLOUT_SOURCE", "rollout-cli"), help="ce_source of what this command publishes"
+    )
+    return common
+
+
+def _handler(run: Callable[[argparse.Namespace], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
+    """Run an async command; turn the errors a person can cause into one line and exit code 2."""
+
+    def handle(args: argparse.Namespace) -> int:
+        # aiokafka logs each failed connection attempt; the one line below says it better.
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+        try:
+            return asyncio.run(run(args))
+        except UserError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+
+    return handle
+
+
+# -- publishing -------------------------------------------------------------------------------
+
+
+async def _release(args: argparse.Namespace) -> int:
+    targets: dict[str, str] = {}
+    for item in args.target:
+        minor, sep, version = item.partition("=")
+        if not sep or not minor or not version:
+            raise UserError(f"--target {item!r}: expected MINOR=VERSION, e.g. 1.30=1.31.13-gke.1023000")
+        targets[minor.strip()] = version.strip()
+    event_id = args.id or f"release-{uuid.uuid4().hex[:12]}"
+    model = _validated(ReleaseTarget, event_id=event_id, channel=args.channel, targets=targets)
+    await _publish(args, RELEASE_TARGETS, [(model, event_id)])
+    print(f"published release target {event_id} ({args.channel}: {_pairs(targets)})")
+    return 0
+
+
+async def _start(args: argparse.Namespace) -> int:
+    tracks = tuple(t.strip() for t in args.tracks.split(",") if t.strip())
+    event_id = args.id or f"start-{uuid.uuid4().hex[:12]}"
+    model = _validated(StartRollout, event_id=event_id, version=args.version, tracks=tracks)
+    await _publish(args, RELEASE_TARGETS, [(model, event_id)])
+    print(f"published on-demand rollout {event_id} of {args.version} ({', '.join(tracks)})")
+    return 0
+
+
+async def _operator_action(args: argparse.Namespace) -> int:
+    command = _command(action=args.action, rollout_id=args.rollout)
+    await _publish(args, OPERATOR_COMMANDS, [(command, command.command_id)])
+    print(
+        f"published {args.action} {command.command_id} for {args.rollout or 'every active rollout'}; "
+        "the planner acknowledges it on the progress topic"
+    )
+    return 0
+
+
+async def _soak(args: argparse.Namespace) -> int:
+    command = _command(
+        action="soak_override", stage=args.stage, version=args.version, soak=None if args.clear else args.soak
+    )
+    await _publish(args, OPERATOR_COMMANDS, [(command, command.command_id)])
+    what = "cleared" if args.clear else f"set to {args.soak}"
+    print(f"published soak override {command.command_id}: {args.stage} / {args.version} {what}")
+    return 0
+
+
+def _command(**fields: Any) -> OperatorCommand:
+    user = os.environ.get("USER") or "unknown"
+    return _validated(OperatorCommand, command_id=f"cmd-{uuid.uuid4().hex[:12]}", issued_by=user, **fields)
+
+
+async def _apply(args: argparse.Namespace) -> int:
+    try:
+        scenario = load_scenario(args.file)
+    except ScenarioError as exc:
+        raise UserError(str(exc)) from exc
+    clusters = scenario.fleet()
+    upserts = [
+        (InventoryChange(action="upsert", cluster=c), f"inventory-{c.name}-{uuid.uuid4().hex[:8]}") for c in clusters
+    ]
+    sequence = scenario.sequence.model_dump_json(by_alias=True).encode()
+    await _with_store(args, lambda store: store.put(SEQUENCE_KEY, sequence))
+    await _publish(args, INVENTORY, upserts, create_topics=True)
+    print(
+        f"applied {args.file}: sequence {scenario.sequence.name!r} with {len(scenario.sequence.stages)} "
+        f"stage(s) stored; {len(clusters)} cluster(s) published to the inventory"
+    )
+    return 0
+
+
+async def _publish(
+    args: argparse.Namespace, topic: TopicDef, items: list[tuple[BaseModel, str]], *, create_topics: bool = False
+) -> None:
+    bus = KafkaBus(args.bootstrap, client_id=args.source)
+    name = args.topic_prefix + topic.name
+    try:
+        async with asyncio.timeout(_CONNECT_TIMEOUT_S):
+            if create_topics:
+                await bus.ensure_topics([t.spec(args.topic_prefix) for t in ALL])
+            for model, event_id in items:
+                value, headers = envelope.encode(model, event_id=event_id, source=args.source, at=time.time())
+                await bus.publish(name, key=topic.key(model).encode(), value=value, headers=headers)
+    except UnknownTopicError as exc:
+        raise UserError(
+            f"topic {name!r} does not exist on {args.bootstrap}; run `rollout apply` or start the "
+            f"planner first, or check --topic-prefix"
+        ) from exc
+    except (TransientError, TimeoutError) as exc:
+        raise UserError(f"cannot reach Kafka at {args.bootstrap}: {_short(exc)}") from exc
+    except RolloutError as exc:
+        raise UserError(f"Kafka at {args.bootstrap}: {_short(exc)}") from exc
+    finally:
+        await bus.close()
+
+
+def _validated(model: type[Any], **fields: Any) -> Any:
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise UserError("; ".join(_problem(e["loc"], e["msg"]) for e in exc.errors())) from exc
+
+
+def _problem(loc: tuple[int | str, ...], message: str) -> str:
+    where = ".".join(map(str, loc)) or "value"
+    message = message.removeprefix("Value error, ")
+    # the domain validators often name the field themselves
+    return message if message.startswith(f"{where}:") else f"{where}: {message}"
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+async def _with_store(args: argparse.Namespace, call: Callable[[RedisStore], Awaitable[Any]]) -> Any:
+    store = RedisStore(args.redis, namespace=args.namespace)
+    try:
+        async with asyncio.timeout(_CONNECT_TIMEOUT_S):
+            return await call(store)
+    except (TransientError, TimeoutError) as exc:
+        raise UserError(f"cannot reach Redis at {args.redis}: {_short(exc)}") from exc
+    except RolloutError as exc:
+        raise UserError(f"Redis at {args.redis}: {_short(exc)}") from exc
+    finally:
+        await store.close()
+
+
+async def _status(args: argparse.Namespace) -> int:
+    raw = await _with_store(args, lambda store: store.get(STATUS_KEY))
+    if raw is None:
+        raise UserError(f"no status under namespace {args.namespace!r} at {args.redis}: has a planner run yet?")
+    document = json.loads(raw)
+    if args.json:
+        print(json.dumps(document, indent=2))
+        return 0
+    _render_status(document, Console())
+    return 0
+
+
+def _render_status(document: dict[str, Any], console: Console) -> None:
+    console.print(
+        f"sequence [bold]{document['sequence']}[/] (channel {document['channel']}), "
+        f"{document['clusters']} clusters, as of {_when(document['now'])}"
+    )
+    rollouts = Table("rollout", "state", "versions", "reason", title="rollouts")
+    for rollout in document["rollouts"]:
+        rollouts.add_row(rollout["id"], rollout["state"], ", ".join(rollout["versions"]), rollout["reason"])
+    console.print(rollouts)
+    stages = Table("stage", "track", "state", "version", "clusters by status", "soak end", "qualified", title="stages")
+    partitions = Table(
+        "stage",
+        "track",
+        "partition",
+        "clusters",
+        "maxUnavailable",
+        "unavailable",
+        "not done",
+        "ready",
+        title="partitions",
+    )
+    waits = Table("stage", "track", "rule", "why", "numbers", "clusters", "until", title="waiting because")
+    for stage in document["stages"]:
+        for track, view in stage["tracks"].items():
+            counts = ", ".join(f"{k} {v}" for k, v in sorted(view["counts"].items()))
+            stages.add_row(
+                stage["name"],
+                track,
+                view["state"],
+                view["version"] or "",
+                counts,
+                _when(view["soakEnd"]),
+                ", ".join(view["qualified"]),
+            )
+            for part in view["partitions"]:
+                partitions.add_row(
+                    stage["name"],
+                    track,
+                    part["name"],
+                    str(part["clusters"]),
+                    str(part["maxUnavailable"]),
+                    str(part["unavailable"]),
+                    str(part["notDone"]),
+                    "Ready" if part["ready"] else "NotReady",
+                )
+            for wait in view["waits"]:
+                names = wait.get("clusters") or []
+                more = len(names) - _WAIT_SHOWN
+                shown = ", ".join(names[:_WAIT_SHOWN]) + (f" (+{more})" if more > 0 else "")
+                numbers = ", ".join(f"{k}={v}" for k, v in (wait.get("numbers") or {}).items())
+                waits.add_row(
+                    stage["name"], track, wait["rule"], wait["message"], numbers, shown, _when(wait.get("until"))
+                )
+    console.print(stages)
+    console.print(partitions)
+    if waits.row_count:
+        console.print(waits)
+
+
+async def _watch(args: argparse.Namespace) -> int:
+    bus = KafkaBus(args.bootstrap, client_id=args.source)
+    topic = args.topic_prefix + PROGRESS.name
+    # A group of its own: every watcher sees every event, and none moves another's position.
+    consumer = bus.consumer([topic], group=f"rollout-watch-{uuid.uuid4().hex[:8]}", from_beginning=args.from_beginning)
+    seen = 0
+    try:
+        while args.count is None or seen < args.count:
+            for record in await consumer.poll(max_records=100, timeout_s=1.0):
+                print(_progress_line(record.value, record.headers), flush=True)
+                seen += 1
+    except UnknownTopicError as exc:
+        raise UserError(f"topic {topic!r} does not exist on {args.bootstrap}; check --topic-prefix") from exc
+    except TransientError as exc:
+        raise UserError(f"cannot reach Kafka at {args.bootstrap}: {_short(exc)}") from exc
+    finally:
+        await bus.close()
+    return 0
+
+
+def _progress_line(value: bytes, headers: Any) -> str:
+    try:
+        meta, model = envelope.decode(value, headers, PROGRESS.models)
+    except InvalidInputError as exc:
+        return f"(unreadable progress event: {exc})"
+    body = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    kind = body.pop("kind")
+    where = "/".join(str(body.pop(k)) for k in ("rolloutId", "stage", "track") if k in body)
+    rest = " ".join(f"{k}={_compact(v)}" for k, v in body.items())
+    return f"{meta.time[11:19] or '--:--:--'} {kind:<18} {where} {rest}".rstrip()
+
+
+# -- schemas ----------------------------------------------------------------------------------
+
+
+async def _export_schemas(args: argparse.Namespace) -> int:
+    try:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        index: dict[str, Any] = {}
+        written: set[str] = set()
+        for topic in ALL:
+            files = []
+            for model in topic.models:
+                kind = model.model_fields["kind"].default
+                filename = f"{envelope.TYPE_PREFIX}{kind}.v1.json"
+                files.append(filename)
+                if filename not in written:
+                    schema = model.model_json_schema(by_alias=True)
+                    schema["$id"] = filename
+                    (args.dir / filename).write_text(json.dumps(schema, indent=2) + "\n")
+                    written.add(filename)
+            index[topic.name] = {
+                "partitions": topic.partitions,
+                "compacted": topic.compacted,
+                "schemas": files,
+                "doc": topic.doc,
+            }
+        (args.dir / "index.json").write_text(json.dumps(index, indent=2) + "\n")
+    except OSError as exc:
+        raise UserError(f"{args.dir}: cannot write: {exc.strerror}") from exc
+    print(f"wrote {len(written)} schema(s) and index.json to {args.dir}")
+    return 0
+
+
+# -- formatting -------------------------------------------------------------------------------
+
+
+def _short(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _pairs(targets: dict[str, str]) -> str:
+    return ", ".join(f"{m} -> {v}" for m, v in targets.items())
+
+
+def _when(epoch: float | None) -> str:
+    if epoch is None:
+        return ""
+    return dt.datetime.fromtimestamp(epoch, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _compact(value: Any) -> str:
+    if isinstance(value, list | dict):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+__all__ = ["UserError", "register"]
