@@ -82,8 +82,8 @@ def _automatic(strategy: RolloutStrategy, names: list[str]) -> list[PartitionPla
     plans = []
     start = 0
     for group in groups:
-        # Fleet names automatic partitions by the index range they cover
-        name = f"Partition {start} - {start + len(group)}"
+        # Fleet's names: "All" for a single partition, else the index range each covers
+        name = "All" if len(groups) == 1 else f"Partition {start} - {start + len(group)}"
         plans.append(PartitionPlan(name, tuple(group), resolve(strategy.max_unavailable, len(group))))
         start += len(group)
     return plans
