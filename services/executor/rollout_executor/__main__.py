@@ -1,0 +1,98 @@
+"""`python -m rollout_executor [--config FILE]`: run one executor until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+
+from pydantic import ValidationError
+from rollout_adapters.kafka_bus import KafkaBus
+from rollout_adapters.redis_store import RedisStore
+from rollout_common.errors import RolloutError
+
+from rollout_executor.drivers import build_driver
+from rollout_executor.executor import Executor
+from rollout_executor.json_logs import configure_json_logs
+from rollout_executor.ledger import UpgradeLedger
+from rollout_executor.metrics import ExecutorMetrics
+from rollout_executor.service import ExecutorService
+from rollout_executor.settings import ExecutorSettings, load_settings
+from rollout_executor.status_server import StatusServer
+
+log = logging.getLogger("rollout_executor")
+
+
+async def run(settings: ExecutorSettings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    bus = KafkaBus(
+        settings.kafka_bootstrap,
+        client_id=f"rollout-executor-{settings.executor_id}",
+        replication_factor=settings.kafka_replication_factor,
+    )
+    store = RedisStore(settings.redis_url, namespace=settings.redis_namespace)
+    metrics = ExecutorMetrics()
+    # Wall time, not monotonic: lease periods must agree between processes and hosts.
+    ledger = UpgradeLedger(store, executor_id=settings.executor_id, lease_s=settings.lease_s, clock=time.time)
+    executor = Executor(
+        bus=bus,
+        ledger=ledger,
+        driver=build_driver(settings),
+        metrics=metrics,
+        executor_id=settings.executor_id,
+        topic_prefix=settings.topic_prefix,
+        max_concurrent_upgrades=settings.max_concurrent_upgrades,
+        wait_poll_s=min(1.0, settings.lease_s / 3),
+    )
+    service = ExecutorService(settings, bus=bus, executor=executor)
+    status = None
+    if settings.metrics_port:
+        status = StatusServer(
+            host=settings.metrics_host,
+            port=settings.metrics_port,
+            registry=metrics.registry,
+            ready=lambda: service.ready,
+        )
+        await status.start()
+    log.info(
+        "executor %s starting",
+        settings.executor_id,
+        extra={"group": settings.group_id, "driver": settings.driver.value, "topic_prefix": settings.topic_prefix},
+    )
+    try:
+        await service.run(stop)
+    finally:
+        if status is not None:
+            await status.stop()
+        await bus.close()
+        await store.close()
+        log.info("executor %s stopped", settings.executor_id)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rollout_executor", description=__doc__)
+    parser.add_argument("--config", type=Path, help="YAML file of settings (ROLLOUT_* variables win)")
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+    except (ValidationError, RolloutError) as exc:
+        print(f"rollout_executor: bad settings: {exc}", file=sys.stderr)
+        return 2
+    configure_json_logs(settings.log_level)
+    try:
+        asyncio.run(run(settings))
+    except RolloutError as exc:
+        log.error("executor stopped on an error: %s", exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

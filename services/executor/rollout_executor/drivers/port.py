@@ -1,0 +1,25 @@
+"""The port every upgrade driver implements: upgrade one cluster's track to a version."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from rollout_executor.target import UpgradeTarget
+
+
+@dataclass(frozen=True, slots=True)
+class DriverOutcome:
+    succeeded: bool
+    error: str | None = None
+
+
+class UpgradeDriver(Protocol):
+    """Runs one upgrade to its end. A failed upgrade is an outcome, not an exception.
+
+    Cancellation (executor shutdown, lost lease) must stop the work it started.
+    """
+
+    name: str
+
+    async def upgrade(self, target: UpgradeTarget) -> DriverOutcome: ...

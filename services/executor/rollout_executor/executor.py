@@ -1,0 +1,208 @@
+"""Handling one batch of stage-advance commands: every cluster upgraded at most once per target.
+
+Per cluster of a command (at most `max_concurrent_upgrades` at once across the batch):
+1. a recorded result for (cluster, track, version) is re-published under this command's id
+   and nothing runs: a replayed command never upgrades twice;
+2. otherwise the executor takes the target's lease; while another executor holds it, it waits
+   for that one's result (or for its lease to expire, if it died, and then takes over);
+3. it publishes `started`, runs the driver under the lease, records the final result in the
+   store, then publishes it. The caller commits the batch's offsets only after all of this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Sequence
+from typing import Literal
+
+from rollout_common.commands import StageAdvance
+from rollout_common.envelope import decode, encode
+from rollout_common.errors import InvalidInputError, RolloutError
+from rollout_common.events import UpgradeResult
+from rollout_common.ports import Bus, Record
+from rollout_common.topics.catalog import DEAD_LETTER, STAGE_ADVANCE, UPGRADE_RESULTS
+
+from rollout_executor.dead_letters import dead_letter
+from rollout_executor.drivers.port import DriverOutcome, UpgradeDriver
+from rollout_executor.lease import Clock, Lease, LeaseLostError
+from rollout_executor.ledger import UpgradeLedger
+from rollout_executor.metrics import ExecutorMetrics
+from rollout_executor.retry import retried
+from rollout_executor.target import UpgradeTarget
+
+log = logging.getLogger(__name__)
+
+Outcome = Literal["started", "succeeded", "failed"]
+
+
+class Executor:
+    def __init__(
+        self,
+        *,
+        bus: Bus,
+        ledger: UpgradeLedger,
+        driver: UpgradeDriver,
+        metrics: ExecutorMetrics,
+        executor_id: str,
+        topic_prefix: str = "",
+        max_concurrent_upgrades: int = 5,
+        wait_poll_s: float = 1.0,
+        clock: Clock = time.time,
+    ) -> None:
+        self._bus = bus
+        self._ledger = ledger
+        self._driver = driver
+        self._metrics = metrics
+        self._executor_id = executor_id
+        self._results_topic = topic_prefix + UPGRADE_RESULTS.name
+        self._dead_letter_topic = topic_prefix + DEAD_LETTER.name
+        self._slots = asyncio.Semaphore(max_concurrent_upgrades)
+        self._wait_poll_s = wait_poll_s
+        self._clock = clock
+
+    @property
+    def source(self) -> str:
+        return f"rollout-executor/{self._executor_id}"
+
+    async def handle_batch(self, records: Sequence[Record]) -> None:
+        """Handle every record; returns once all are done (their offsets may then be committed)."""
+        commands: list[StageAdvance] = []
+        for record in records:
+            try:
+                _, message = decode(record.value, record.headers, STAGE_ADVANCE.models)
+            except InvalidInputError as exc:
+                await self._dead_letter(record, str(exc))
+                continue
+            assert isinstance(message, StageAdvance)
+            commands.append(message)
+        # A TaskGroup: one failing command cancels the others (their leases are released) and
+        # the batch is not committed, so all of it is delivered again.
+        async with asyncio.TaskGroup() as group:
+            for command in commands:
+                group.create_task(self.handle_command(command))
+        self._metrics.batches.inc()
+
+    async def handle_command(self, command: StageAdvance) -> None:
+        log.info(
+            "command %s: %d cluster(s) to %s (%s)",
+            command.command_id,
+            len(command.clusters),
+            command.version,
+            command.track.value,
+            extra={"command_id": command.command_id, "rollout_id": command.rollout_id},
+        )
+        async with asyncio.TaskGroup() as group:
+            for cluster in dict.fromkeys(command.clusters):  # a cluster named twice is done once
+                group.create_task(self._cluster(command, cluster))
+
+    async def _cluster(self, command: StageAdvance, cluster: str) -> None:
+        try:
+            target = UpgradeTarget.checked(cluster=cluster, track=command.track, version=command.version)
+        except InvalidInputError as exc:
+            # Never reaches the store or a driver; the planner learns why from the result.
+            self._metrics.upgrades.labels(track=command.track.value, outcome="rejected").inc()
+            await self._publish(self._result(command, cluster, "failed", error=f"rejected: {exc}"))
+            return
+        async with self._slots:
+            await self._upgrade_once(command, target)
+
+    async def _upgrade_once(self, command: StageAdvance, target: UpgradeTarget) -> None:
+        earlier = await retried(lambda: self._ledger.claim(target, command_id=command.command_id), what="claim")
+        if earlier is not None:
+            log.info("%s already claimed by %s (command %s)", target.key, earlier.executor_id, earlier.command_id)
+        while True:
+            if await self._replayed(command, target):
+                return
+            lease = self._ledger.lease(target)
+            if not await retried(lease.acquire, what="acquire lease"):
+                # Another executor is upgrading it: wait for its result, or for its lease to
+                # lapse if it died.
+                await asyncio.sleep(self._wait_poll_s)
+                continue
+            try:
+                # The previous holder may have recorded its result just before letting go.
+                if await self._replayed(command, target):
+                    return
+                await self._publish(self._result(command, target.cluster, "started"))
+                try:
+                    outcome = await lease.hold(self._run_driver(target))
+                except LeaseLostError:
+                    continue  # the new holder will record the result; wait for it
+                final = self._result(
+                    command, target.cluster, "succeeded" if outcome.succeeded else "failed", error=outcome.error
+                )
+                await retried(functools.partial(self._ledger.record, target, final), what="record result")
+                await self._publish(final)
+                return
+            finally:
+                # Shielded: on cancellation (shutdown) the lease must still be let go of.
+                await asyncio.shield(self._release(lease))
+
+    async def _run_driver(self, target: UpgradeTarget) -> DriverOutcome:
+        started = time.monotonic()
+        outcome = await self._driver.upgrade(target)
+        self._metrics.duration.labels(track=target.track.value).observe(time.monotonic() - started)
+        self._metrics.upgrades.labels(
+            track=target.track.value, outcome="succeeded" if outcome.succeeded else "failed"
+        ).inc()
+        log.info(
+            "%s: %s%s",
+            target.key,
+            "succeeded" if outcome.succeeded else "failed",
+            f" ({outcome.error})" if outcome.error else "",
+            extra={"cluster": target.cluster, "driver": self._driver.name},
+        )
+        return outcome
+
+    async def _replayed(self, command: StageAdvance, target: UpgradeTarget) -> bool:
+        recorded = await retried(lambda: self._ledger.result(target), what="read result")
+        if recorded is None:
+            return False
+        # Under this command's id: the planner matches results to the command it is waiting on.
+        await self._publish(recorded.model_copy(update={"command_id": command.command_id}))
+        self._metrics.replayed.inc()
+        log.info("%s: already %s, result re-published", target.key, recorded.outcome)
+        return True
+
+    async def _release(self, lease: Lease) -> None:
+        try:
+            await lease.release()
+        except RolloutError as exc:  # the lease expires anyway; a failed release only delays others
+            log.warning("releasing a lease failed: %s", exc)
+
+    def _result(
+        self, command: StageAdvance, cluster: str, outcome: Outcome, *, error: str | None = None
+    ) -> UpgradeResult:
+        return UpgradeResult(
+            command_id=command.command_id,
+            cluster=cluster,
+            track=command.track,
+            version=command.version,
+            outcome=outcome,
+            error=error,
+        )
+
+    async def _publish(self, result: UpgradeResult) -> None:
+        # Deterministic ids: a consumer can drop a result it has already seen.
+        event_id = f"{result.command_id}/{result.cluster}/{result.track.value}/{result.outcome}"
+        value, headers = encode(result, event_id=event_id, source=self.source, at=self._clock(), subject=result.cluster)
+        key = UPGRADE_RESULTS.key(result).encode()
+        await retried(
+            lambda: self._bus.publish(self._results_topic, key=key, value=value, headers=headers),
+            what=f"publish {result.outcome} of {result.cluster}",
+        )
+
+    async def _dead_letter(self, record: Record, reason: str) -> None:
+        log.warning(
+            "dead-lettering %s/%d@%d: %s",
+            record.topic,
+            record.partition,
+            record.offset,
+            reason,
+            extra={"dlq_reason": reason},
+        )
+        self._metrics.dead_letters.inc()
+        await dead_letter(self._bus, topic=self._dead_letter_topic, record=record, reason=reason, source=self.source)

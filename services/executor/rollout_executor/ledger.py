@@ -1,0 +1,69 @@
+"""What the executors remember in the store, per upgrade target (cluster, track, version).
+
+- `executor:claim:<target>`: who first took the target (command id and executor id), written
+  once with `put_if_absent`; later claimants read it to log a takeover.
+- `executor:lease:<target>:<period>`: who is upgrading it now (see `lease.Lease`).
+- `executor:result:<target>`: the final UpgradeResult, written before the command's offset is
+  committed. Once it exists the target is never upgraded again: a replayed or re-sent command
+  gets the recorded result re-published instead. A failed upgrade is final too: retrying the
+  same version means deleting this key on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+from rollout_common.errors import InvalidInputError
+from rollout_common.events import UpgradeResult
+from rollout_common.ports import Store
+
+from rollout_executor.lease import Clock, Lease
+from rollout_executor.target import UpgradeTarget
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    command_id: str
+    executor_id: str
+
+
+class UpgradeLedger:
+    def __init__(self, store: Store, *, executor_id: str, lease_s: int, clock: Clock) -> None:
+        self._store = store
+        self._executor_id = executor_id
+        self._lease_s = lease_s
+        self._clock = clock
+
+    async def claim(self, target: UpgradeTarget, *, command_id: str) -> Claim | None:
+        """Record this executor as the target's first claimant; else return the earlier claim."""
+        mine = json.dumps({"commandId": command_id, "executor": self._executor_id}).encode()
+        key = f"executor:claim:{target.key}"
+        if await self._store.put_if_absent(key, mine):
+            return None
+        raw = await self._store.get(key)
+        if raw is None:  # deleted in between by hand: nobody else holds it
+            return None
+        data = json.loads(raw)
+        return Claim(command_id=str(data.get("commandId")), executor_id=str(data.get("executor")))
+
+    def lease(self, target: UpgradeTarget) -> Lease:
+        # A fresh token per attempt: two tasks of one executor never mistake each other's lease.
+        token = f"{self._executor_id}/{uuid.uuid4().hex[:8]}"
+        return Lease(
+            self._store, key=f"executor:lease:{target.key}", token=token, period_s=self._lease_s, clock=self._clock
+        )
+
+    async def result(self, target: UpgradeTarget) -> UpgradeResult | None:
+        raw = await self._store.get(f"executor:result:{target.key}")
+        if raw is None:
+            return None
+        try:
+            return UpgradeResult.model_validate_json(raw)
+        except ValidationError as exc:
+            raise InvalidInputError(f"stored result of {target.key} is unreadable: {exc}") from exc
+
+    async def record(self, target: UpgradeTarget, result: UpgradeResult) -> None:
+        await self._store.put(f"executor:result:{target.key}", result.model_dump_json(by_alias=True).encode())

@@ -1,0 +1,81 @@
+"""The command driver: exact argv, no shell, strict names, timeouts and stderr in errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rollout_common.errors import InvalidInputError
+from rollout_common.status import Track
+from rollout_executor.drivers.command import CommandDriver
+from rollout_executor.settings import CommandDriverSettings
+from rollout_executor.target import UpgradeTarget
+
+# Run as `python -c CODE <out file> cluster track version`: writes its argv as JSON.
+_RECORD_ARGV = "import json, sys; open(sys.argv[1], 'w').write(json.dumps(sys.argv[1:]))"
+
+
+def _driver(code: str, *args: str, timeout_s: float = 10.0) -> CommandDriver:
+    return CommandDriver(
+        CommandDriverSettings(executable=sys.executable, args=("-c", code, *args), timeout_s=timeout_s)
+    )
+
+
+def _target(cluster: str = "prod-eu.1", version: str = "1.31.2-gke.100") -> UpgradeTarget:
+    return UpgradeTarget(cluster=cluster, track=Track.NODES, version=version)
+
+
+async def test_argv_is_passed_exactly(tmp_path: Path) -> None:
+    out = tmp_path / "argv.json"
+    outcome = await _driver(_RECORD_ARGV, str(out)).upgrade(_target())
+    assert outcome.succeeded
+    assert json.loads(out.read_text()) == [str(out), "prod-eu.1", "nodes", "1.31.2-gke.100"]
+
+
+@pytest.mark.parametrize(
+    ("cluster", "version"),
+    [
+        ("c1; rm -rf /", "1.31.2"),
+        ("$(touch pwned)", "1.31.2"),
+        ("-rf", "1.31.2"),
+        ("c" * 254, "1.31.2"),
+        ("c1", "1.31.2; reboot"),
+        ("c1", " 1.31.2"),
+        ("c1", "--help"),
+    ],
+)
+async def test_unsafe_names_are_rejected_before_anything_runs(tmp_path: Path, cluster: str, version: str) -> None:
+    out = tmp_path / "argv.json"
+    outcome = await _driver(_RECORD_ARGV, str(out)).upgrade(_target(cluster, version))
+    assert not outcome.succeeded
+    assert outcome.error is not None and outcome.error.startswith("rejected:")
+    assert not out.exists()
+
+
+async def test_a_slow_upgrade_times_out_and_is_killed() -> None:
+    started = time.monotonic()
+    outcome = await _driver("import time; time.sleep(30)", timeout_s=0.5).upgrade(_target())
+    assert (outcome.succeeded, outcome.error) == (False, "timed out after 0.5 s")
+    assert time.monotonic() - started < 5
+
+
+async def test_a_non_zero_exit_carries_the_last_lines_of_stderr() -> None:
+    code = "import sys; [print(f'line {i}', file=sys.stderr) for i in range(9)]; sys.exit(3)"
+    outcome = await _driver(code).upgrade(_target())
+    assert not outcome.succeeded
+    assert outcome.error == "exit code 3: " + "\n".join(f"line {i}" for i in range(4, 9))
+
+
+async def test_a_missing_executable_is_a_failed_upgrade(tmp_path: Path) -> None:
+    driver = CommandDriver(CommandDriverSettings(executable=str(tmp_path / "absent")))
+    outcome = await driver.upgrade(_target())
+    assert not outcome.succeeded
+    assert outcome.error is not None and outcome.error.startswith("cannot run")
+
+
+def test_an_empty_executable_is_refused_at_start() -> None:
+    with pytest.raises(InvalidInputError):
+        CommandDriver(CommandDriverSettings())

@@ -1,0 +1,42 @@
+"""Settings come from ROLLOUT_* variables and an optional YAML file; the environment wins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from rollout_common.status import Track
+from rollout_executor.drivers import CommandDriver, SimulatedDriver, build_driver
+from rollout_executor.settings import DriverKind, load_settings
+
+
+def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "executor.yaml"
+    config.write_text("group_id: from-file\nmax_concurrent_upgrades: 3\nsimulated:\n  time_scale: 0.5\n")
+    monkeypatch.setenv("ROLLOUT_GROUP_ID", "from-env")
+    monkeypatch.setenv("ROLLOUT_SIMULATED__FAILING_CLUSTERS", '["c9"]')
+    settings = load_settings(config)
+    assert settings.group_id == "from-env"
+    assert settings.max_concurrent_upgrades == 3
+    assert settings.simulated.time_scale == 0.5
+    assert settings.simulated.failing_clusters == {"c9"}
+    assert settings.simulated.durations_s[Track.NODES] > 0
+    assert isinstance(build_driver(settings), SimulatedDriver)
+
+
+def test_the_command_driver_is_chosen_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROLLOUT_DRIVER", "command")
+    monkeypatch.setenv("ROLLOUT_COMMAND__EXECUTABLE", "upgrade-cluster")
+    monkeypatch.setenv("ROLLOUT_COMMAND__ARGS", '["--wait"]')
+    settings = load_settings()
+    assert settings.driver is DriverKind.COMMAND
+    assert settings.command.args == ("--wait",)
+    assert isinstance(build_driver(settings), CommandDriver)
+
+
+def test_unknown_settings_are_refused(tmp_path: Path) -> None:
+    config = tmp_path / "executor.yaml"
+    config.write_text("concurency: 3\n")
+    with pytest.raises(ValidationError):
+        load_settings(config)
