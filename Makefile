@@ -47,3 +47,6 @@ redis: venv  ## run a real redis-server until Ctrl-C; prints REDIS_URL=redis://h
 
 infra-fetch: venv  ## fetch the Kafka broker's jars with Maven, once per machine (~/.cache/rollout)
 	$(PY) -m rollout_devenv kafka fetch
+
+bench: venv  ## engine and whole-rollout benchmarks; writes docs/benchmarks.md (`$(PY) -m bench.run --quick` for a smoke run)
+	$(PY) -m bench.run

@@ -1,0 +1,62 @@
+"""Each benchmark once at a tiny size, so they keep running as the engine changes (no timing asserts)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import run  # noqa: E402
+from bench.engine_cost import measure_baseline, measure_engine  # noqa: E402
+from bench.whole_rollout import measure_rollout  # noqa: E402
+
+
+def test_engine_cost_figures_are_positive() -> None:
+    result = measure_engine(400, 300, profile_events=100)
+    assert result.plan_s > 0 and result.new_state_s > 0 and result.release_s > 0
+    assert result.running > 0, "setup must leave clusters mid-rollout"
+    assert set(result.streams) == {"at-gate", "spread"}
+    for stream in result.streams.values():
+        assert stream.events == 300
+        assert stream.events_per_s > 0 and stream.mean_us > 0 and stream.p99_us >= stream.p50_us > 0
+    assert result.record_breakdown and all(v > 0 for v in result.record_breakdown.values())
+    for profile in result.profile.values():
+        assert profile["top_self"] and profile["total_s"] > 0
+
+
+def test_naive_baseline_figures_are_positive() -> None:
+    result = measure_baseline(400, 5, budget_s=0.1)
+    assert 3 <= result.events <= 5
+    assert result.events_per_s > 0 and result.mean_us > 0
+
+
+def test_whole_rollout_completes() -> None:
+    result = measure_rollout(100, 3)
+    assert result.complete
+    assert result.wall_s > 0 and result.cpu_s > 0 and result.decide_s > 0
+    assert result.decisions > 0 and result.events > 0 and result.batches > 0
+
+
+def test_quick_run_writes_page_and_charts(tmp_path: Path) -> None:
+    page = tmp_path / "benchmarks.md"
+    tiny = run.Plan(
+        engine_sizes=[200, 300],
+        events=200,
+        profile_events=100,
+        baseline_budget_s={200: 0.05},
+        rollouts=[(100, 5), (100, 3)],
+        isolate=False,
+    )
+    original = run.QUICK
+    run.QUICK = tiny
+    try:
+        run.main(["--quick", "--output", str(page)])
+    finally:
+        run.QUICK = original
+    text = page.read_text()
+    assert "## Targets" in text and "events/s" in text and "Closing note" in text
+    assert (tmp_path / "bench-engine.png").stat().st_size > 0
+    assert (tmp_path / "bench-latency.png").stat().st_size > 0
