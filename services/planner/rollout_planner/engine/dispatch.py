@@ -10,7 +10,7 @@ from rollout_common.status import TRACKS, StageState, WaitRule
 from rollout_common.version import Version
 
 from rollout_planner.engine.availability import blocked, next_start
-from rollout_planner.engine.lifecycle import finish_if_done
+from rollout_planner.engine.lifecycle import finish_if_done, revisit_stuck
 from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, PartitionRec, Run, StageRec
 from rollout_planner.engine.tally import refresh
 
@@ -20,9 +20,13 @@ WaitTuple = tuple[str, str | None, dict[str, object]]
 def dispatch_stage(state: EngineState, stage: StageRec) -> None:
     # SOAK-1: within one instant, node upgrades (finishing started clusters) go before new control planes
     for track in (NODES, CP):
+        revisit_stuck(state, stage, track)
         waits: list[WaitTuple] = []
+        state.window_blocked = []
         if any(r.dispatchable or r.state is StageState.PAUSED for r in stage.runs[track].values()):
             _dispatch_track(state, stage, track, waits)
+        if state.window_blocked:
+            waits.append(_window_wait(state.window_blocked))
         finish_if_done(state, stage, track)
         _record_waits(state, stage, track, waits)
 
@@ -135,6 +139,21 @@ def _dispatch_batch(
     return True
 
 
+def _window_wait(blocked: list[tuple[float, str]]) -> WaitTuple:
+    """WIN-4: which clusters gave up their turn, and when the first of them can start."""
+    blocked.sort()
+    opens = blocked[0][0]
+    return (
+        WaitRule.WIN_MAINTENANCE.value,
+        None,
+        {
+            "waiting": len(blocked),
+            "nextOpen": None if opens == float("inf") else opens,
+            "clusters": [name for _, name in blocked[:20]],
+        },
+    )
+
+
 def _gate_1_wait(waits: list[WaitTuple], partition: PartitionRec, unavailable: int) -> None:
     waits.append(
         (
@@ -172,6 +191,7 @@ def _can_start(state: EngineState, cluster: ClusterRec, track: int, version: Ver
     cluster.queued[track] = False
     opens = next_start(cluster, track, version, state.now)
     cluster.waiting_until[track] = opens if opens is not None else float("inf")
+    state.window_blocked.append((cluster.waiting_until[track] or 0.0, cluster.name))
     if opens is not None:
         state.add_timer(opens, "cluster", cluster.name, track)
     return False

@@ -77,6 +77,8 @@ def _drop_targets(stage: StageRec, cluster: ClusterRec) -> None:
         run = stage.runs[track].get(cluster.target_run[track] or "")
         if run is not None:
             run.remaining -= 1
+        if cluster.running[track] is not None:
+            stage.in_flight -= 1
         cluster.target[track] = None
         cluster.target_run[track] = None
 
@@ -94,9 +96,10 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
             return
         if old.busy:
             state.emit(Notice(code="SEQ-6", cluster=name, message=f"cluster {name} removed while upgrading"))
-        del state.clusters[name]
         if old_stage is not None:
+            # rebuilt while the record still exists, so its counts and targets are taken out first
             rebuild_stage(state, state.stages[old_stage], [n for n in _stage_names(state, old_stage) if n != name])
+        del state.clusters[name]
         state.emit(Notice(code="SEQ-6", cluster=name, message=f"cluster {name} left the inventory"))
         return
     assert event.cluster is not None

@@ -103,6 +103,9 @@ def _begin(state: EngineState, stage: StageRec, run: Run, offer: Offer) -> None:
         _start(state, run)
     elif any(would_take(offer, c, run.track) for c in members):
         set_state(state, run, StageState.CANCELLED, StageReason.SUPERSEDED)
+    elif _older_active(stage, run):
+        # VER-6: clusters still on their way to an older version may become eligible for this one
+        _start(state, run)
     else:
         set_state(
             state,
@@ -128,6 +131,16 @@ def _start(state: EngineState, run: Run) -> None:
     state.add_timer(state.now + MAX_UPGRADE_TIME, "deadline", run.stage, run.track, run.rollout_id)
 
 
+def _older_active(stage: StageRec, run: Run) -> bool:
+    """An earlier run at this stage and track is still handing out upgrades."""
+    for other in stage.runs[run.track].values():
+        if other is run:
+            return False
+        if other.active and other.remaining > 0:
+            return True
+    return False
+
+
 def revisit_stuck(state: EngineState, stage: StageRec, track: int) -> None:
     """SOAK-4b: a stuck run is evaluated again when versions or the inventory change."""
     for run in stage.runs[track].values():
@@ -138,7 +151,7 @@ def revisit_stuck(state: EngineState, stage: StageRec, track: int) -> None:
 def finish_if_done(state: EngineState, stage: StageRec, track: int) -> None:
     """SOAK-2: every eligible cluster upgraded and every partition Ready -> soak."""
     for run in list(stage.runs[track].values()):
-        if not run.active or run.remaining > 0:
+        if not run.active or run.remaining > 0 or _older_active(stage, run):
             continue
         if run.superseded:
             set_state(state, run, StageState.CANCELLED, StageReason.SUPERSEDED)

@@ -222,6 +222,8 @@ class EngineState:
         self.out: list[Command] = []
         self.now = 0.0
         self.requested_wake: float | None = None
+        # clusters the current dispatch pass found outside their window: (opens at, name), for WIN-4
+        self.window_blocked: list[tuple[float, str]] = []
 
     def add_timer(self, at: float, kind: str, *key: object) -> None:
         heapq.heappush(self.timers, Timer(at, kind, key))

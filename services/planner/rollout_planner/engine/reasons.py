@@ -17,6 +17,12 @@ def describe_waits(state: EngineState, stage: StageRec, track: int, *, with_clus
         clusters: tuple[str, ...] = ()
         if with_clusters and rule == WaitRule.GATE_1_MAX_UNAVAILABLE.value and partition is not None:
             clusters = _unavailable_in(state, stage, partition)
+        until: float | None = None
+        if rule == WaitRule.WIN_MAINTENANCE.value:
+            names = numbers.get("clusters", [])
+            clusters = tuple(str(n) for n in names) if isinstance(names, list) else ()
+            opens = numbers.get("nextOpen")
+            until = float(opens) if isinstance(opens, (int, float)) else None
         waits.append(
             Wait(
                 rule=rule,
@@ -24,6 +30,7 @@ def describe_waits(state: EngineState, stage: StageRec, track: int, *, with_clus
                 partition=partition,
                 numbers=dict(numbers),
                 clusters=clusters,
+                until=until,
             )
         )
     return waits
@@ -51,6 +58,15 @@ def _message(rule: str, partition: str | None, numbers: dict[str, object]) -> st
         )
     if rule == WaitRule.GATE_6_MAX_CONCURRENT.value:
         return f"{numbers['inFlight']} clusters upgrading, maxConcurrent is {numbers['maxConcurrent']} (GATE-6)"
+    if rule == WaitRule.WIN_MAINTENANCE.value:
+        opens = numbers.get("nextOpen")
+        when = from_epoch(float(opens)).isoformat() if isinstance(opens, (int, float)) else "never"
+        listed = numbers.get("clusters", [])
+        names = ", ".join(map(str, listed)) if isinstance(listed, list) else ""
+        return (
+            f"{numbers['waiting']} cluster(s) outside their maintenance window or inside an exclusion "
+            f"({names}); the first can start at {when} (WIN-1..4)"
+        )
     if rule == WaitRule.OPS_1_PAUSED.value:
         return f"rollout paused ({numbers.get('reason')}); no new batches (OPS-1)"
     return rule
