@@ -6,13 +6,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from rollout_cli import offline, operator
+from rollout_cli import demo, offline, operator
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rollout", description="Staged, gated Kubernetes fleet upgrades.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     offline.register(sub)
+    demo.register(sub)
     operator.register(sub)
     return parser
 

@@ -1,0 +1,462 @@
+"""`rollout demo`: the whole flow in one process on a simulated clock, drawn live or logged line by line.
+
+It drives the conformance simulator (same engine as the planner service, in-memory world) one instant
+at a time and paces the instants against the wall clock, so a person sees stages soak, partitions
+fill and gates hold, with the reason for every wait, in well under a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.live import Live
+from rollout_common.commands import Command, Notice, RolloutTransition, StageAdvance, StageTransition, Wait
+from rollout_common.duration import format_duration
+from rollout_common.status import TRACKS
+from rollout_planner.engine.model import TRACK_INDEXES
+from rollout_planner.engine.reasons import describe_waits, window_waits
+from rollout_planner.engine.views import cluster_status, stage_view
+from rollout_planner.simulation.runner import Simulator
+from rollout_planner.simulation.scenario import Scenario, ScenarioError, load_scenario
+
+from rollout_cli.dashboard import (
+    Attention,
+    attention_table,
+    clock_text,
+    dashboard,
+    names_text,
+    summary_table,
+)
+
+# Simulated seconds per wall second: a 10-minute control-plane upgrade takes half a second and the
+# built-in fleet's busy 13 hours about 30 s.
+DEFAULT_SPEED = 1500.0
+# A quiet stretch (a soak, the 30-day forced-soak deadline) never takes longer than this on the wall
+# clock; the simulated clock visibly races through it instead of freezing the screen.
+MAX_GAP_WALL = 1.5
+FRAME_SECONDS = 0.1
+BUILTIN_CLUSTERS = 300
+# demo.yaml names stg-canary-2 and prod-003 (the outage and the failure), so every generated group keeps
+# at least three clusters whatever --clusters says.
+MIN_PER_GROUP = 3
+RECENT_LINES = 6
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    demo = sub.add_parser(
+        "demo",
+        help="watch a simulated 3-stage rollout of a built-in fleet (no Kafka needed)",
+        description="Runs a whole rollout in one process on a simulated clock: the built-in fleet "
+        "(test -> staging -> prod, manual and automatic partitions, an outage, a failed "
+        "upgrade) or any scenario file.",
+    )
+    demo.add_argument(
+        "--clusters",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"size of the built-in fleet (default {BUILTIN_CLUSTERS})",
+    )
+    demo.add_argument(
+        "--speed",
+        type=float,
+        default=DEFAULT_SPEED,
+        metavar="S",
+        help=f"simulated seconds per wall second (default {DEFAULT_SPEED:g}); 0 = as fast as "
+        f"possible. Quiet stretches are fast-forwarded in at most {MAX_GAP_WALL:g} s",
+    )
+    demo.add_argument("--no-live", action="store_true", help="print timestamped log lines instead of a live view")
+    demo.add_argument("--scenario", type=Path, metavar="FILE", help="run this scenario file instead")
+    demo.add_argument("--json", action="store_true", help="no animation; print the summary as one JSON object")
+    demo.set_defaults(handler=run_demo)
+
+
+class DemoError(Exception):
+    """Something the person asked for that cannot run; shown as one line, exit code 2."""
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    try:
+        scenario = _scenario_from(args)
+        speed = _checked_speed(args.speed)
+        sim = Simulator(scenario)
+    except (DemoError, ScenarioError, ValueError) as exc:
+        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
+        return 2
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    observer = Observer(sim)
+    began = time.monotonic()
+    if args.json:
+        drive(sim, Pacer(0.0), on_step=lambda t: observer.after_step(t))
+    elif args.no_live:
+        drive(sim, Pacer(speed), on_step=lambda t: _print_lines(observer.after_step(t), sim))
+    else:
+        _run_live(sim, observer, speed=speed, console=console)
+    sim.finish()
+    summary = Summary.of(sim, observer, wall=time.monotonic() - began)
+    if args.json:
+        json.dump(summary.as_json(), sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        summary.show(console)
+    return 0
+
+
+def _one_line(text: str) -> str:
+    """Scenario errors list one problem per line; a person gets them on a single line."""
+    lines = [line.strip().removeprefix("- ") for line in text.splitlines() if line.strip()]
+    return lines[0] if len(lines) == 1 else f"{lines[0]}: " + "; ".join(lines[1:])
+
+
+def _checked_speed(speed: float) -> float:
+    if not speed >= 0:  # also rejects NaN
+        raise DemoError(f"--speed must be 0 (as fast as possible) or positive, not {speed:g}")
+    return speed
+
+
+# -- the scenario ------------------------------------------------------------------------------------
+
+
+def _scenario_from(args: argparse.Namespace) -> Scenario:
+    if args.scenario is not None:
+        if args.clusters is not None:
+            raise DemoError("--clusters sizes the built-in fleet; a --scenario file sets its own fleet")
+        return load_scenario(args.scenario)
+    clusters = BUILTIN_CLUSTERS if args.clusters is None else args.clusters
+    return builtin_scenario(clusters=clusters)
+
+
+def builtin_scenario(*, clusters: int = BUILTIN_CLUSTERS) -> Scenario:
+    text = resources.files("rollout_cli").joinpath("scenarios/demo.yaml").read_text(encoding="utf-8")
+    return Scenario.model_validate(scale_fleet(yaml.safe_load(text), clusters=clusters))
+
+
+def scale_fleet(raw: dict[str, Any], *, clusters: int) -> dict[str, Any]:
+    """The scenario with its `generate` counts scaled to `clusters` in total, same proportions."""
+    groups = raw.get("generate", [])
+    base = sum(group["count"] for group in groups)
+    minimum = MIN_PER_GROUP * len(groups)
+    if clusters < minimum:
+        raise DemoError(f"--clusters must be at least {minimum} (the demo keeps {MIN_PER_GROUP} per group)")
+    counts = [max(MIN_PER_GROUP, round(group["count"] * clusters / base)) for group in groups]
+    # rounding drift goes to the largest group, so the total is exactly what was asked for
+    largest = counts.index(max(counts))
+    counts[largest] += clusters - sum(counts)
+    scaled = dict(raw)
+    scaled["generate"] = [{**group, "count": count} for group, count in zip(groups, counts, strict=True)]
+    scaled["sequence"] = _scaled_thresholds(raw["sequence"], factor=clusters / base)
+    return scaled
+
+
+def _scaled_thresholds(sequence: dict[str, Any], *, factor: float) -> dict[str, Any]:
+    """Scale autoPartitionThreshold with the fleet, so prod keeps several partitions at any size."""
+    stages = []
+    for stage in sequence["stages"]:
+        strategy = stage.get("rolloutStrategy") or {}
+        if "autoPartitionThreshold" in strategy:
+            threshold = max(1, round(strategy["autoPartitionThreshold"] * factor))
+            stage = {**stage, "rolloutStrategy": {**strategy, "autoPartitionThreshold": threshold}}
+        stages.append(stage)
+    return {**sequence, "stages": stages}
+
+
+# -- driving the simulator against the wall clock ----------------------------------------------------
+
+
+class Pacer:
+    """Turns a jump of the simulated clock into wall time, calling `on_frame` with the clock meanwhile."""
+
+    def __init__(self, speed: float, *, on_frame: Callable[[float], None] | None = None) -> None:
+        self.speed = speed
+        self.on_frame = on_frame
+
+    def advance(self, start: float, end: float) -> None:
+        if self.speed <= 0 or end <= start:
+            return
+        wall = min((end - start) / self.speed, MAX_GAP_WALL)
+        began = time.monotonic()
+        while (elapsed := time.monotonic() - began) < wall:
+            if self.on_frame is not None:
+                self.on_frame(start + (end - start) * elapsed / wall)
+            time.sleep(min(FRAME_SECONDS, wall - elapsed))
+
+
+def drive(sim: Simulator, pacer: Pacer, *, on_step: Callable[[float], object]) -> None:
+    """Run the simulation to its end, instant by instant, waiting on the pacer before each one."""
+    sim.start()
+    previous = 0.0
+    while (t := sim.next_time()) is not None:
+        pacer.advance(previous, t)
+        sim.step()
+        previous = t
+        on_step(t)
+
+
+def status_document(sim: Simulator) -> dict[str, Any]:
+    """The planner service's status document shape (the part the dashboard reads)."""
+    return {"now": sim.state.now, "stages": [stage_view(sim.state, stage) for stage in sim.state.stages]}
+
+
+def _run_live(sim: Simulator, observer: Observer, *, speed: float, console: Console) -> None:
+    title = f"rollout demo · {sim.scenario.name} · {len(sim.state.clusters)} clusters"
+    footer = f"speed {speed:g}x, quiet stretches fast-forwarded · Ctrl-C stops" if speed else "speed: max"
+    doc = status_document(sim)
+    last_draw = 0.0
+
+    def draw(clock: float) -> None:
+        nonlocal last_draw
+        recent = [f"T+{format_duration(line.t):<9} {line.text}" for line in observer.lines[-RECENT_LINES:]]
+        live.update(
+            dashboard(doc, clock=clock, title=title, origin=sim.origin, recent=recent, footer=footer), refresh=True
+        )
+        last_draw = time.monotonic()
+
+    def stepped(t: float) -> None:
+        nonlocal doc
+        observer.after_step(t)
+        # at --speed 0 instants come faster than a terminal can draw: redraw at most once a frame
+        if speed or time.monotonic() - last_draw >= FRAME_SECONDS:
+            doc = status_document(sim)
+            draw(sim.origin + t)
+
+    with Live(console=console, auto_refresh=False) as live:
+        drive(sim, Pacer(speed, on_frame=lambda t: draw(sim.origin + t)), on_step=stepped)
+        doc = status_document(sim)
+        draw(sim.state.now)
+
+
+# -- what happened, as log lines ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    t: float
+    text: str
+
+
+def _log_text(line: LogLine, sim: Simulator) -> str:
+    return f"{clock_text(sim.origin + line.t)}  T+{format_duration(line.t):<9} {line.text}"
+
+
+def _print_lines(lines: list[LogLine], sim: Simulator) -> None:
+    for line in lines:
+        print(_log_text(line, sim), flush=True)
+
+
+@dataclass(slots=True)
+class Outage:
+    """A scripted notReady window (simulation.notReady) and the gates it held while it lasted."""
+
+    cluster: str
+    start: float
+    until: float
+    held: dict[tuple[str, str, str | None], str] = field(default_factory=dict)
+
+
+class Observer:
+    """Reads what the simulator did since the last instant and says it in one line per fact.
+
+    Facts: stage transitions, batches, failed upgrades, readiness changes of clusters with a scripted
+    outage, and changes of the kind of wait (rule and partition) per stage and track (STAT-5).
+    """
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+        self.lines: list[LogLine] = []
+        self.failures: list[dict[str, Any]] = []
+        self.outages = [Outage(w.cluster, w.start, w.until) for w in sim.scenario.simulation.not_ready]
+        self._watched = {outage.cluster for outage in self.outages}
+        self._commands = 0
+        self._events = 0
+        self._wait_keys: dict[str, set[tuple[str, str | None]]] = {}
+
+    def after_step(self, t: float) -> list[LogLine]:
+        first = len(self.lines)
+        for command in self.sim.report.commands[self._commands :]:
+            self._command(command, t)
+        self._commands = len(self.sim.report.commands)
+        for event in self.sim.world.events[self._events :]:
+            self._world_event(event)
+        self._events = len(self.sim.world.events)
+        self._waits(t)
+        return self.lines[first:]
+
+    def _say(self, t: float, text: str) -> None:
+        self.lines.append(LogLine(t, text))
+
+    def _command(self, command: Command, t: float) -> None:
+        if isinstance(command, StageTransition):
+            soak = f", soak ends at T+{format_duration(command.until - self.sim.origin)}" if command.until else ""
+            self._say(
+                t,
+                f"{command.stage}/{command.track.value}: {command.state.value} "
+                f"{command.version or ''} ({command.reason}{soak})",
+            )
+        elif isinstance(command, StageAdvance):
+            self._say(
+                t,
+                f"batch {command.stage}/{command.track.value} {command.partition}: "
+                f"{len(command.clusters)} cluster(s) -> {command.version} "
+                f"({names_text(command.clusters, shown=4)})",
+            )
+        elif isinstance(command, RolloutTransition):
+            self._say(t, f"rollout {command.rollout_id}: {command.state.value} ({command.reason})")
+        elif isinstance(command, Notice):
+            self._say(t, f"notice: {command.message}")
+
+    def _world_event(self, event: dict[str, Any]) -> None:
+        name, kind, t = str(event["cluster"]), event["event"], float(event["t"])
+        if kind == "failed":
+            error = self._error_of(name, str(event["track"]))
+            self.failures.append({**event, "error": error})
+            self._say(t, f"FAILED {name} {event['track']} -> {event['version']}: {error}")
+        elif kind in ("ready", "notReady") and name in self._watched:
+            outage = any(o.cluster == name and o.start <= t < o.until for o in self.outages)
+            what = "not ready" + (" (offline)" if outage else "") if kind == "notReady" else "ready"
+            self._say(t, f"{name} is {what}")
+
+    def _error_of(self, name: str, track: str) -> str:
+        record = self.sim.state.clusters.get(name)
+        index = [t.value for t in TRACKS].index(track)
+        error = None if record is None else record.failed[index]
+        return error or "upgrade failed"
+
+    def _waits(self, t: float) -> None:
+        state = self.sim.state
+        for stage in state.stages:
+            for track in TRACK_INDEXES:
+                waits = describe_waits(state, stage, track, with_clusters=True) + window_waits(state, stage, track)
+                where = f"{stage.spec.name}/{TRACKS[track].value}"
+                self._note_outages(where, waits, t)
+                self._wait_changes(where, waits, t)
+
+    def _wait_changes(self, where: str, waits: list[Wait], t: float) -> None:
+        """A line per wait that starts (rule and partition, as the engine's WaitChanged), one when all end.
+
+        Numbers move at every instant (unavailable 25, 24, ...); logging each would drown the story.
+        """
+        before = self._wait_keys.get(where, set())
+        now = {(w.rule, w.partition) for w in waits}
+        self._wait_keys[where] = now
+        for wait in waits:
+            if (wait.rule, wait.partition) not in before:
+                names = f" [{names_text(wait.clusters)}]" if wait.clusters else ""
+                self._say(t, f"waiting {where} {wait.rule}: {wait.message}{names}")
+        if before and not now:
+            self._say(t, f"{where}: no longer waiting")
+
+    def _note_outages(self, where: str, waits: list[Wait], t: float) -> None:
+        """Remember which waits a cluster caused while it was out: the summary's 'reason' for it."""
+        for outage in self.outages:
+            if not outage.start <= t < outage.until:
+                continue
+            partition = self._partition_of(outage.cluster)
+            for wait in waits:
+                named = outage.cluster in wait.clusters or partition in wait.numbers.get("partitions", ())
+                if named or (wait.rule == "GATE-1" and wait.partition == partition):
+                    outage.held.setdefault((where, wait.rule, wait.partition), f"{where} {wait.rule}: {wait.message}")
+
+    def _partition_of(self, name: str) -> str | None:
+        record = self.sim.state.clusters.get(name)
+        if record is None or record.stage is None or record.partition is None:
+            return None
+        return self.sim.state.stages[record.stage].partitions[record.partition].name
+
+
+# -- the summary -------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Summary:
+    scenario: str
+    clusters: int
+    simulated: float
+    wall: float
+    batches: int
+    rollouts: dict[str, str]
+    doc: dict[str, Any]
+    attention: list[Attention]
+    log: list[LogLine]
+
+    @classmethod
+    def of(cls, sim: Simulator, observer: Observer, *, wall: float) -> Summary:
+        return cls(
+            scenario=sim.scenario.name,
+            clusters=len(sim.state.clusters),
+            simulated=sim.state.now - sim.origin,
+            wall=wall,
+            batches=len(sim.report.batches),
+            rollouts={r.id: r.state.value for r in sim.state.rollouts.values()},
+            doc=status_document(sim),
+            attention=list(_attention(sim, observer)),
+            log=observer.lines,
+        )
+
+    def show(self, console: Console) -> None:
+        console.print()
+        console.print(summary_table(self.doc))
+        console.print(attention_table(self.attention))
+        rollouts = ", ".join(f"{rid} {state}" for rid, state in self.rollouts.items()) or "no rollout started"
+        console.print(
+            f"{self.scenario}: {self.clusters} clusters, {self.batches} batches, "
+            f"{format_duration(self.simulated)} simulated in {self.wall:.1f} s; rollout: {rollouts}",
+            markup=False,
+            highlight=False,
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        stages = {
+            stage["name"]: {
+                name: {key: track[key] for key in ("state", "version", "qualified", "counts")}
+                for name, track in stage["tracks"].items()
+            }
+            for stage in self.doc["stages"]
+        }
+        return {
+            "scenario": self.scenario,
+            "clusters": self.clusters,
+            "simulatedSeconds": self.simulated,
+            "batches": self.batches,
+            "rollouts": self.rollouts,
+            "stages": stages,
+            "attention": [asdict(row) for row in self.attention],
+            "log": [{"t": line.t, "text": line.text} for line in self.log],
+        }
+
+
+def _attention(sim: Simulator, observer: Observer) -> Iterator[Attention]:
+    for failure in observer.failures:
+        yield Attention(
+            cluster=str(failure["cluster"]),
+            kind="upgrade failed",
+            status=_status_now(sim, str(failure["cluster"])),
+            reason=f"{failure['track']} upgrade to {failure['version']} at "
+            f"T+{format_duration(float(failure['t']))}: {failure['error']}",
+        )
+    for outage in observer.outages:
+        held = "; ".join(outage.held.values()) or "it held no gate"
+        yield Attention(
+            cluster=outage.cluster,
+            kind="offline",
+            status=_status_now(sim, outage.cluster),
+            reason=f"not ready from T+{format_duration(outage.start)} to "
+            f"T+{format_duration(outage.until)} (simulation.notReady); while out: {held}",
+        )
+
+
+def _status_now(sim: Simulator, name: str) -> str:
+    record = sim.state.clusters.get(name)
+    if record is None:
+        return "UNKNOWN"
+    status, _ = cluster_status(sim.state, record)
+    return status.value
