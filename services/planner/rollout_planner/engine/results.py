@@ -36,6 +36,7 @@ def apply_result(state: EngineState, event: UpgradeResult) -> None:
     stage = state.stages[cluster.stage] if cluster.stage is not None else None
     if stage is not None:
         stage.in_flight -= 1
+        state.dirty.add(stage.index)  # a freed slot (maxConcurrent) or a finished run may move the stage
     if event.outcome == "succeeded":
         _succeeded(state, cluster, track)
     else:

@@ -13,14 +13,20 @@ def refresh(state: EngineState, cluster: ClusterRec) -> None:
         cluster.available, cluster.not_done = available, not_done
         return
     partition = state.stages[cluster.stage].partitions[cluster.partition]
+    # Only a count going down can open a gate or finish a track; a count going up only makes the
+    # stage stricter, so it needs no new dispatch (this halves the work per readiness flap).
+    loosened = False
     if available != cluster.available:
         partition.unavailable += -1 if available else 1
         cluster.available = available
+        loosened = available
     for track in TRACK_INDEXES:
         if not_done[track] != cluster.not_done[track]:
             partition.not_done[track] += 1 if not_done[track] else -1
             cluster.not_done[track] = not_done[track]
-    state.dirty.add(cluster.stage)
+            loosened = loosened or not not_done[track]
+    if loosened:
+        state.dirty.add(cluster.stage)
 
 
 def detach(state: EngineState, cluster: ClusterRec) -> None:
