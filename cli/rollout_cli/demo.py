@@ -38,8 +38,8 @@ from rollout_cli.dashboard import (
     summary_table,
 )
 
-# Simulated seconds per wall second: a 10-minute control-plane upgrade takes half a second and the
-# built-in fleet's busy 13 hours about 30 s.
+# Simulated seconds per wall second: a 10-minute control-plane upgrade takes 0.4 s, and the built-in
+# fleet (about 9 busy hours, then the fast-forwarded wait for the forced soak) about 30 s.
 DEFAULT_SPEED = 1500.0
 # A quiet stretch (a soak, the 30-day forced-soak deadline) never takes longer than this on the wall
 # clock; the simulated clock visibly races through it instead of freezing the screen.
