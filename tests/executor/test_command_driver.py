@@ -14,6 +14,9 @@ from rollout_executor.drivers.command import CommandDriver
 from rollout_executor.settings import CommandDriverSettings
 from rollout_executor.target import UpgradeTarget
 
+# One loop for the whole session, as the async fixtures use (pyproject).
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
 # Run as `python -c CODE <out file> cluster track version`: writes its argv as JSON.
 _RECORD_ARGV = "import json, sys; open(sys.argv[1], 'w').write(json.dumps(sys.argv[1:]))"
 
@@ -76,6 +79,6 @@ async def test_a_missing_executable_is_a_failed_upgrade(tmp_path: Path) -> None:
     assert outcome.error is not None and outcome.error.startswith("cannot run")
 
 
-def test_an_empty_executable_is_refused_at_start() -> None:
+async def test_an_empty_executable_is_refused_at_start() -> None:
     with pytest.raises(InvalidInputError):
         CommandDriver(CommandDriverSettings())

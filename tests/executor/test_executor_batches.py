@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections import Counter
 
+import pytest
 from conftest import CountingDriver, ExecutorFactory, dead_letters, results, send, stage_advance
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_adapters.memory_store import MemoryStore
@@ -14,6 +15,9 @@ from rollout_common.status import Track
 from rollout_common.topics.catalog import STAGE_ADVANCE
 from rollout_executor.ledger import UpgradeLedger
 from rollout_executor.target import UpgradeTarget
+
+# One loop for the whole session, as the async fixtures use (pyproject).
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
 async def _taken(bus: MemoryBus, *, group: str = "executors") -> list[Record]:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+import pytest
 from conftest import CountingDriver, ExecutorFactory, results, send, stage_advance
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_adapters.memory_store import MemoryStore
 from rollout_common.topics.catalog import STAGE_ADVANCE
 from rollout_executor.service import ExecutorService
 from rollout_executor.settings import ExecutorSettings
+
+# One loop for the whole session, as the async fixtures use (pyproject).
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
 def _settings(**overrides: object) -> ExecutorSettings:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from rollout_common.status import Track
 from rollout_executor.drivers.simulated import SimulatedDriver
 from rollout_executor.settings import SimulatedDriverSettings
 from rollout_executor.target import UpgradeTarget
+
+# One loop for the whole session, as the async fixtures use (pyproject).
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
 def _target(cluster: str, track: Track = Track.NODES) -> UpgradeTarget:

@@ -1,0 +1,117 @@
+"""`python -m rollout_health reporter|monitor [--config FILE]`.
+
+- `reporter`: probes the configured clusters and publishes heartbeats until SIGTERM/SIGINT.
+- `monitor`: supervises the faust monitor worker (restarts it with back-off), which turns
+  heartbeats into readiness changes. `monitor-worker` is that worker itself, unsupervised.
+
+Two processes rather than one: the reporter runs near the clusters it probes (one or many),
+the monitor once per fleet (or a few, sharing the work through the consumer group).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import faust
+from pydantic import ValidationError
+from rollout_adapters.kafka_bus import KafkaBus
+from rollout_common.errors import RolloutError
+from rollout_common.topics.catalog import HEARTBEATS, UPGRADE_RESULTS
+
+from rollout_health.json_logs import configure_json_logs
+from rollout_health.monitor import HealthMonitor
+from rollout_health.probes import build_probe
+from rollout_health.reporter import Reporter
+from rollout_health.settings import MonitorSettings, ReporterSettings, read_config_file
+from rollout_health.supervisor import supervise
+
+log = logging.getLogger("rollout_health")
+
+
+async def run_reporter(settings: ReporterSettings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    bus = KafkaBus(
+        settings.kafka_bootstrap,
+        client_id=f"rollout-health-{settings.reporter_id}",
+        replication_factor=settings.kafka_replication_factor,
+    )
+    probe = build_probe(settings, bus=bus)
+    try:
+        if settings.create_topics:
+            await bus.ensure_topics([t.spec(settings.topic_prefix) for t in (HEARTBEATS, UPGRADE_RESULTS)])
+        await probe.start()
+        reporter = Reporter(
+            bus=bus,
+            probe=probe,
+            clusters=settings.clusters,
+            reporter_id=settings.reporter_id,
+            topic_prefix=settings.topic_prefix,
+            probe_interval_s=settings.probe_interval_s,
+            heartbeat_interval_s=settings.heartbeat_interval_s,
+        )
+        log.info("reporter %s: %d cluster(s), %s probe", settings.reporter_id, len(settings.clusters), probe.name)
+        await reporter.run(stop)
+    finally:
+        await probe.close()
+        await bus.close()
+
+
+def run_monitor_worker(settings: MonitorSettings) -> None:
+    monitor = HealthMonitor(settings)
+    worker = faust.Worker(
+        monitor.app,
+        loglevel=settings.log_level,
+        logging_config=_json_logging_config(settings.log_level),
+        redirect_stdouts=False,
+    )
+    worker.execute_from_commandline()
+
+
+def _json_logging_config(level: str) -> dict[str, Any]:
+    """dictConfig for faust's worker, which sets up logging itself: the same JSON lines."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "rollout_health.json_logs.JsonFormatter"}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
+        "root": {"level": level.upper(), "handlers": ["stderr"]},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rollout_health", description=__doc__)
+    parser.add_argument("command", choices=["reporter", "monitor", "monitor-worker"])
+    parser.add_argument("--config", type=Path, help="YAML file of settings (ROLLOUT_* variables win)")
+    args = parser.parse_args(argv)
+    try:
+        values = read_config_file(args.config)
+        settings = ReporterSettings(**values) if args.command == "reporter" else MonitorSettings(**values)
+    except (ValidationError, RolloutError) as exc:
+        print(f"rollout_health: bad settings: {exc}", file=sys.stderr)
+        return 2
+    configure_json_logs(settings.log_level)
+    try:
+        if isinstance(settings, ReporterSettings):
+            asyncio.run(run_reporter(settings))
+            return 0
+        if args.command == "monitor":
+            worker_argv = ["monitor-worker"] + (["--config", str(args.config)] if args.config else [])
+            return asyncio.run(supervise(settings, worker_argv))
+        run_monitor_worker(settings)
+    except RolloutError as exc:
+        log.error("%s stopped on an error: %s", args.command, exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""The health monitor: a faust app turning heartbeats into readiness changes.
+
+- Agent (concurrency 1: faust 0.15 can commit past an unfinished event with more): reads raw
+  heartbeat records, decodes them with the CloudEvents envelope (a bad one is dead-lettered,
+  never crashes the agent), updates the cluster's row and publishes a Readiness on change.
+- Table `cluster-health`: {ready, last_seen, last_published} per cluster, changelog-backed in
+  Kafka, so a restarted monitor neither forgets nor re-announces what it published.
+- Timer: every `check_interval_s`, a cluster silent for `staleness_limit_s` is published not
+  ready ("stale: no heartbeat for N s").
+
+A row's changelog partition is the one Kafka's default partitioner gives its cluster name, as
+for the heartbeats (keyed by cluster): the timer writes outside any event, where faust cannot
+borrow the event's partition. Standby replicas are off, so a worker's timer only sees (and
+writes) rows of partitions it owns.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import faust
+from rollout_adapters.memory_bus import kafka_partition
+from rollout_common.envelope import decode, encode
+from rollout_common.errors import InvalidInputError
+from rollout_common.events import Readiness
+from rollout_common.heartbeat import Heartbeat
+from rollout_common.ports import Record
+from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
+
+from rollout_health.cluster_health import ClusterHealth, after_heartbeat, after_silence
+from rollout_health.outbox import FaustOutbox, Outbox
+from rollout_health.settings import MonitorSettings
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+TABLE_NAME = "cluster-health"
+
+
+class KeyPartitionedTable(faust.Table[str, dict[str, Any]]):
+    """A table whose rows go to the partition of their key, inside or outside an event."""
+
+    def partition_for_key(self, key: Any) -> int:
+        return kafka_partition(str(key).encode(), HEARTBEATS.partitions)
+
+
+class HealthMonitor:
+    def __init__(self, settings: MonitorSettings, *, outbox: Outbox | None = None, clock: Clock = time.time) -> None:
+        prefix = settings.topic_prefix
+        self._settings = settings
+        self._clock = clock
+        self.app = faust.App(
+            prefix + settings.app_id,
+            broker=f"kafka://{settings.kafka_bootstrap}",
+            store=settings.store_url,
+            topic_replication_factor=settings.kafka_replication_factor,
+            topic_partitions=HEARTBEATS.partitions,
+            table_standby_replicas=0,
+            web_enabled=settings.web_port > 0,
+            web_port=settings.web_port or 6066,
+            autodiscover=False,
+            # Table rows are JSON objects keyed by the cluster name's bytes (as the topics are).
+            key_serializer="raw",
+            value_serializer="json",
+        )
+        self.heartbeats = self.app.topic(
+            prefix + HEARTBEATS.name,
+            key_serializer="raw",
+            value_serializer="raw",
+            partitions=HEARTBEATS.partitions,
+        )
+        self.table = KeyPartitionedTable(self.app, name=TABLE_NAME, partitions=HEARTBEATS.partitions, key_type=str)
+        self.app.tables.add(self.table)
+        self.readiness_topic = prefix + READINESS.name
+        self.dead_letter_topic = prefix + DEAD_LETTER.name
+        self.outbox: Outbox = outbox or FaustOutbox(self.app)
+        self.agent = self.app.agent(self.heartbeats, name="heartbeats", concurrency=1)(self._process)
+        self.app.timer(settings.check_interval_s, name="staleness")(self.check_staleness)
+
+    async def _process(self, stream: faust.StreamT[bytes]) -> AsyncIterator[Readiness | None]:
+        async for event in stream.events():
+            message = event.message
+            record = Record(
+                topic=message.topic,
+                partition=message.partition,
+                offset=message.offset,
+                key=message.key,
+                value=message.value or b"",
+                headers=_header_map(message.headers),
+                timestamp_ms=int(message.timestamp * 1000),
+            )
+            # Yielded so a test can wait for the event to be fully handled.
+            yield await self.on_record(record)
+
+    async def on_record(self, record: Record) -> Readiness | None:
+        try:
+            _, heartbeat = decode(record.value, record.headers, HEARTBEATS.models)
+        except InvalidInputError as exc:
+            await self._dead_letter(record, reason=str(exc))
+            return None
+        assert isinstance(heartbeat, Heartbeat)
+        previous = self._row(heartbeat.cluster)
+        # The record's time, not the monitor's: replayed old heartbeats must not look fresh.
+        state, readiness = after_heartbeat(previous, heartbeat, seen_at=record.timestamp_ms / 1000)
+        if readiness is not None:
+            await self._publish(readiness)
+        if state != previous:
+            self.table[heartbeat.cluster] = state.model_dump()
+        return readiness
+
+    async def check_staleness(self) -> list[Readiness]:
+        now = self._clock()
+        published: list[Readiness] = []
+        for cluster, row in list(self.table.items()):
+            state, readiness = after_silence(
+                cluster, ClusterHealth.model_validate(row), now=now, staleness_limit_s=self._settings.staleness_limit_s
+            )
+            if readiness is None:
+                continue
+            await self._publish(readiness)
+            self.table[cluster] = state.model_dump()
+            published.append(readiness)
+        return published
+
+    def _row(self, cluster: str) -> ClusterHealth | None:
+        row = self.table.get(cluster)
+        return None if row is None else ClusterHealth.model_validate(row)
+
+    async def _publish(self, readiness: Readiness) -> None:
+        at = self._clock()
+        log.info("%s is %s: %s", readiness.cluster, "ready" if readiness.ready else "not ready", readiness.reason)
+        value, headers = encode(
+            readiness,
+            event_id=f"{readiness.cluster}/{at:.3f}",
+            source=f"rollout-health/{self.app.conf.id}",
+            at=at,
+            subject=readiness.cluster,
+        )
+        await self.outbox.send(
+            self.readiness_topic, key=READINESS.key(readiness).encode(), value=value, headers=headers
+        )
+
+    async def _dead_letter(self, record: Record, *, reason: str) -> None:
+        log.warning(
+            "dead-lettering heartbeat %s/%d@%d: %s",
+            record.topic,
+            record.partition,
+            record.offset,
+            reason,
+            extra={"dlq_reason": reason},
+        )
+        headers = {
+            **record.headers,
+            "dlq_reason": reason.encode(errors="replace"),
+            "dlq_topic": record.topic.encode(),
+            "dlq_partition": str(record.partition).encode(),
+            "dlq_offset": str(record.offset).encode(),
+            "dlq_source": f"rollout-health/{self.app.conf.id}".encode(),
+        }
+        await self.outbox.send(self.dead_letter_topic, key=record.key, value=record.value, headers=headers)
+
+
+def _header_map(headers: Any) -> dict[str, bytes]:
+    """Kafka headers arrive as (name, value) pairs or a mapping; values may be None."""
+    pairs = headers.items() if isinstance(headers, Mapping) else (headers or [])
+    return {str(name): value or b"" for name, value in pairs}

@@ -1,0 +1,104 @@
+"""The health reporter: probes each cluster every `probe_interval_s` and publishes a Heartbeat
+when its readiness changed, or when the last one is `heartbeat_interval_s` old.
+
+A heartbeat that cannot be published (broker unreachable) is simply tried again on the next
+round: it is not marked as sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rollout_common.envelope import encode
+from rollout_common.errors import TransientError
+from rollout_common.heartbeat import Heartbeat
+from rollout_common.ports import Bus
+from rollout_common.topics.catalog import HEARTBEATS
+
+from rollout_health.probes.port import ProbeResult, ReadinessProbe
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    ready: bool
+    at: float
+
+
+class Reporter:
+    def __init__(
+        self,
+        *,
+        bus: Bus,
+        probe: ReadinessProbe,
+        clusters: Sequence[str],
+        reporter_id: str,
+        topic_prefix: str = "",
+        probe_interval_s: float = 5.0,
+        heartbeat_interval_s: float = 30.0,
+        clock: Clock = time.time,
+    ) -> None:
+        self._bus = bus
+        self._probe = probe
+        self._clusters = tuple(dict.fromkeys(clusters))
+        self._reporter_id = reporter_id
+        self._topic = topic_prefix + HEARTBEATS.name
+        self._probe_interval_s = probe_interval_s
+        self._heartbeat_interval_s = heartbeat_interval_s
+        self._clock = clock
+        self._sent: dict[str, _Sent] = {}
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await self.tick()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self._probe_interval_s)
+
+    async def tick(self) -> list[Heartbeat]:
+        """Probe every cluster once; returns the heartbeats published."""
+        async with asyncio.TaskGroup() as group:
+            checks = {cluster: group.create_task(self._probe.check(cluster)) for cluster in self._clusters}
+        published = []
+        for cluster, check in checks.items():
+            heartbeat = await self._report(cluster, check.result())
+            if heartbeat is not None:
+                published.append(heartbeat)
+        return published
+
+    async def _report(self, cluster: str, result: ProbeResult) -> Heartbeat | None:
+        now = self._clock()
+        last = self._sent.get(cluster)
+        if last is not None and last.ready == result.ready and now - last.at < self._heartbeat_interval_s:
+            return None
+        heartbeat = Heartbeat(
+            cluster=cluster, ready=result.ready, observed_at=now, reporter=self._reporter_id, detail=result.detail
+        )
+        value, headers = encode(
+            heartbeat,
+            event_id=f"{self._reporter_id}/{cluster}/{now:.3f}",
+            source=f"rollout-health-reporter/{self._reporter_id}",
+            at=now,
+            subject=cluster,
+        )
+        try:
+            await self._bus.publish(self._topic, key=HEARTBEATS.key(heartbeat).encode(), value=value, headers=headers)
+        except TransientError as exc:
+            log.warning("heartbeat of %s not published, next round retries: %s", cluster, exc)
+            return None
+        if last is None or last.ready != result.ready:
+            log.info(
+                "%s: %s%s",
+                cluster,
+                "ready" if result.ready else "not ready",
+                f" ({result.detail})" if result.detail else "",
+            )
+        self._sent[cluster] = _Sent(ready=result.ready, at=now)
+        return heartbeat

@@ -1,0 +1,112 @@
+"""Configuration of the health reporter and the health monitor: `ROLLOUT_*` variables, or YAML.
+
+Nested sections use `__` in variable names (`ROLLOUT_SIMULATED__READY_AFTER_S=5`); lists and maps
+are JSON (`ROLLOUT_CLUSTERS='["c1","c2"]'`). The environment wins over a `--config` file.
+"""
+
+from __future__ import annotations
+
+import uuid
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from rollout_common.errors import InvalidInputError
+
+
+class ProbeKind(str, Enum):
+    SIMULATED = "simulated"
+    COMMAND = "command"
+    HTTP = "http"
+
+
+class OfflineWindow(BaseModel):
+    """A scripted outage, in seconds after the reporter starts (before `time_scale`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    from_s: float = Field(default=0.0, ge=0.0)
+    until_s: float | None = Field(default=None, description="None: offline for good")
+
+
+class SimulatedProbeSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ready_after_s: float = Field(default=60.0, ge=0.0, description="settling time after a successful upgrade")
+    time_scale: float = Field(default=1.0, ge=0.0)
+    offline: dict[str, OfflineWindow] = Field(default_factory=dict)
+
+
+class CommandProbeSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    executable: str = ""
+    args: tuple[str, ...] = ()
+    timeout_s: float = Field(default=10.0, gt=0.0)
+
+
+class HttpProbeSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url_template: str = Field(default="", description="with {cluster}, e.g. https://{cluster}.example/readyz")
+    timeout_s: float = Field(default=5.0, gt=0.0)
+
+
+class _Common(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ROLLOUT_", env_nested_delimiter="__", extra="ignore", frozen=True)
+
+    kafka_bootstrap: str = "localhost:9092"
+    kafka_replication_factor: int = Field(default=1, ge=1)
+    create_topics: bool = Field(default=True, description="create missing topics at start (idempotent)")
+    topic_prefix: str = ""
+    log_level: str = "INFO"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Environment first: values from a config file arrive as init arguments and lose to it.
+        return env_settings, init_settings
+
+
+class ReporterSettings(_Common):
+    reporter_id: str = Field(default_factory=lambda: f"reporter-{uuid.uuid4().hex[:8]}")
+    clusters: tuple[str, ...] = ()
+    probe: ProbeKind = ProbeKind.SIMULATED
+    probe_interval_s: float = Field(default=5.0, gt=0.0, description="how often each cluster is probed")
+    heartbeat_interval_s: float = Field(default=30.0, gt=0.0, description="re-sent unchanged this often")
+    simulated: SimulatedProbeSettings = Field(default_factory=SimulatedProbeSettings)
+    command: CommandProbeSettings = Field(default_factory=CommandProbeSettings)
+    http: HttpProbeSettings = Field(default_factory=HttpProbeSettings)
+
+
+class MonitorSettings(_Common):
+    app_id: str = Field(default="rollout-health", description="faust app id (prefixed by topic_prefix)")
+    staleness_limit_s: float = Field(default=90.0, gt=0.0)
+    check_interval_s: float = Field(default=5.0, gt=0.0, description="how often the staleness timer runs")
+    store_url: str = Field(default="memory://", description="faust table store; the changelog is in Kafka")
+    web_port: int = Field(default=0, ge=0, le=65535, description="faust's web server; 0 disables it")
+    restart_backoff_max_s: float = Field(default=30.0, gt=0.0)
+
+
+def read_config_file(path: Path | None) -> dict[str, Any]:
+    """A YAML mapping of settings, or nothing; a broken file is an InvalidInputError."""
+    if path is None:
+        return {}
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise InvalidInputError(f"config file {path}: {exc}") from exc
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise InvalidInputError(f"config file {path}: expected a mapping of settings")
+    return loaded

@@ -1,0 +1,114 @@
+"""The monitor's faust agent and staleness timer, run in faust's test context (no broker)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+
+import faust
+import pytest
+from rollout_common.envelope import decode, encode
+from rollout_common.events import Readiness
+from rollout_common.heartbeat import Heartbeat
+from rollout_common.topics.catalog import DEAD_LETTER, READINESS
+from rollout_health.monitor import HealthMonitor
+from rollout_health.settings import MonitorSettings
+
+# One loop for the whole session, as the async fixtures use (pyproject).
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+class RecordingOutbox:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes | None, bytes, dict[str, bytes]]] = []
+
+    async def send(self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes]) -> None:
+        self.sent.append((topic, key, value, dict(headers)))
+
+    def readiness(self) -> list[tuple[str, bool, str | None]]:
+        found = []
+        for topic, _, value, headers in self.sent:
+            if topic == READINESS.name:
+                _, message = decode(value, headers, READINESS.models)
+                assert isinstance(message, Readiness)
+                found.append((message.cluster, message.ready, message.reason))
+        return found
+
+
+class FakeClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def outbox() -> RecordingOutbox:
+    return RecordingOutbox()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(1000.0)
+
+
+@pytest.fixture
+async def monitor(outbox: RecordingOutbox, clock: FakeClock) -> AsyncIterator[HealthMonitor]:
+    made = HealthMonitor(MonitorSettings(staleness_limit_s=30), outbox=outbox, clock=clock)
+    made.app.finalize()
+    made.app.flow_control.resume()
+    yield made
+    # A stream touches `app.consumer`, whose (never started) consumer thread made an event loop
+    # of its own; nothing else closes it in a test, and an unclosed loop fails the suite.
+    consumer = made.app._consumer
+    if consumer is not None:
+        consumer._thread.thread_loop.close()
+
+
+def _heartbeat(cluster: str, ready: bool) -> tuple[bytes, dict[str, bytes]]:
+    return encode(Heartbeat(cluster=cluster, ready=ready, observed_at=0.0), event_id="x", source="test", at=0.0)
+
+
+async def test_only_changes_are_published(monitor: HealthMonitor, outbox: RecordingOutbox) -> None:
+    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    async with monitor.agent.test_context(channel=raw) as agent:
+        for at, (cluster, ready) in enumerate([("c1", True), ("c1", True), ("c2", False), ("c1", False)]):
+            value, headers = _heartbeat(cluster, ready)
+            await agent.put(value, key=cluster.encode(), headers=headers, timestamp=1000.0 + at)
+    assert outbox.readiness() == [
+        ("c1", True, "reported ready"),
+        ("c2", False, "reported not ready"),
+        ("c1", False, "reported not ready"),
+    ]
+    assert monitor.table["c1"]["last_published"] is False
+
+
+async def test_a_silent_cluster_is_marked_stale_once_then_recovers(
+    monitor: HealthMonitor, outbox: RecordingOutbox, clock: FakeClock
+) -> None:
+    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    async with monitor.agent.test_context(channel=raw) as agent:
+        for cluster, at in (("c1", 1000.0), ("c2", 1025.0)):
+            value, headers = _heartbeat(cluster, True)
+            await agent.put(value, key=cluster.encode(), headers=headers, timestamp=at)
+        clock.now = 1040.0
+        stale = await monitor.check_staleness()
+        assert [(r.cluster, r.ready, r.reason) for r in stale] == [("c1", False, "stale: no heartbeat for 40 s")]
+        assert await monitor.check_staleness() == []  # announced once
+        value, headers = _heartbeat("c1", True)
+        await agent.put(value, key=b"c1", headers=headers, timestamp=1041.0)
+    assert outbox.readiness()[-2:] == [("c1", False, "stale: no heartbeat for 40 s"), ("c1", True, "reported ready")]
+
+
+async def test_a_bad_heartbeat_is_dead_lettered_and_the_agent_goes_on(
+    monitor: HealthMonitor, outbox: RecordingOutbox
+) -> None:
+    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    async with monitor.agent.test_context(channel=raw) as agent:
+        await agent.put(b"\xff not json", key=b"c1", headers={"ce_specversion": b"1.0"})
+        value, headers = _heartbeat("c1", True)
+        await agent.put(value, key=b"c1", headers=headers, timestamp=1000.0)
+    [(_, key, value, headers)] = [sent for sent in outbox.sent if sent[0] == DEAD_LETTER.name]
+    assert (key, value) == (b"c1", b"\xff not json")
+    assert headers["dlq_reason"].startswith(b"missing CloudEvents header")
+    assert outbox.readiness() == [("c1", True, "reported ready")]
