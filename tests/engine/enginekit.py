@@ -161,3 +161,11 @@ def notices(commands: Iterable[Command]) -> list[tuple[str, str | None]]:
 
 def names(prefix: str, count: int, width: int = 2) -> list[str]:
     return [f"{prefix}-{i:0{width}d}" for i in range(1, count + 1)]
+
+
+def wait_for(commands: Iterable[Command], track: Track, rule: str) -> list[tuple[str | None, dict[str, Any]]]:
+    """(partition, numbers) of each wait with `rule` in the last WaitChanged for `track`."""
+    changed = [c for c in commands if isinstance(c, WaitChanged) and c.track is track]
+    if not changed:
+        return []
+    return [(w.partition, dict(w.numbers)) for w in changed[-1].waits if w.rule == rule]
