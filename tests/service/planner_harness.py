@@ -7,6 +7,7 @@ decision is the planner's.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,7 @@ from rollout_common.commands import StageAdvance
 from rollout_common.events import Readiness, ReleaseTarget, UpgradeResult
 from rollout_common.fleet import Cluster
 from rollout_common.ports import Bus, Record, Store
-from rollout_common.sequence import Sequence
+from rollout_common.sequence import Sequence as StageSequence
 from rollout_common.topics.catalog import (
     PROGRESS,
     READINESS,
@@ -35,8 +36,8 @@ OLD = "1.30.5-gke.1000"
 NEW = "1.31.13-gke.1023000"
 
 
-def sequence(*, soak: str = "1d") -> Sequence:
-    return Sequence.model_validate(
+def sequence(*, soak: str = "1d") -> StageSequence:
+    return StageSequence.model_validate(
         {
             "name": "svc",
             "channel": "regular",
@@ -56,7 +57,7 @@ def fleet() -> list[Cluster]:
 def settings(prefix: str, **overrides: Any) -> PlannerSettings:
     values: dict[str, Any] = {
         "topic_prefix": prefix,
-        "group": f"{prefix}planner",
+        "planner_group": f"{prefix}planner",
         "poll_timeout_s": 0.2,
         "http_port": 0,
         "retry_backoff_s": 0.05,
@@ -81,8 +82,9 @@ async def release(bus: Bus, prefix: str, event_id: str = "rel-1") -> None:
     await publish(bus, prefix, RELEASE_TARGETS, target, event_id=event_id)
 
 
-def decoded(records: list[Record], topic: TopicDef) -> list[BaseModel]:
-    return [envelope.decode(r.value, r.headers, topic.models)[1] for r in records]
+def decoded(records: Sequence[Any], topic: TopicDef) -> list[BaseModel]:
+    """Port records or aiokafka's (whose headers are a list of pairs): dict() reads both."""
+    return [envelope.decode(r.value, dict(r.headers), topic.models)[1] for r in records]
 
 
 def kinds(records: list[Record]) -> list[str]:
@@ -99,7 +101,7 @@ class FakeFleet:
     answered: set[str] = field(default_factory=set)
     upgraded: list[tuple[str, str]] = field(default_factory=list)
 
-    async def answer(self, advances: list[Record]) -> list[StageAdvance]:
+    async def answer(self, advances: Sequence[Any]) -> list[StageAdvance]:
         new: list[StageAdvance] = []
         for model in decoded(advances, STAGE_ADVANCE):
             assert isinstance(model, StageAdvance)

@@ -24,6 +24,8 @@ from rollout_planner.service.checkpoint import STATUS_KEY
 from rollout_planner.service.clock import ManualClock
 from rollout_planner.service.planner import Planner
 
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
 P = "t."
 DAY = 86400.0
 

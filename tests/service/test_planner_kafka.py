@@ -1,0 +1,281 @@
+"""The planner service against the real broker and Redis: the same flow, outside producers, kills."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+import yaml
+from planner_harness import NEW, OLD, START, FakeFleet, make_planner, release
+from rollout_adapters.kafka_bus import KafkaBus
+from rollout_adapters.redis_store import RedisStore
+from rollout_common.topics import ALL
+from rollout_common.topics.catalog import DEAD_LETTER, PROGRESS, RELEASE_TARGETS, STAGE_ADVANCE
+from rollout_planner.service.clock import ManualClock
+from rollout_planner.service.planner import Planner
+from topic_reader import Message, bodies, header, produce, read_topic
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+# The kcat example of docs/events.md, header for header and byte for byte.
+KCAT_HEADERS = [
+    ("ce_specversion", b"1.0"),
+    ("ce_id", b"rel-1"),
+    ("ce_source", b"platform-team"),
+    ("ce_type", b"io.rollout.release_target.v1"),
+    ("content-type", b"application/json"),
+]
+KCAT_BODY = b'{"eventId": "rel-1", "channel": "regular", "targets": {"1.30": "1.31.13-gke.1023000"}}'
+
+
+@pytest.fixture
+def prefix(topic_prefix: str) -> str:
+    return topic_prefix + "."
+
+
+@pytest.fixture
+async def bus(kafka_bootstrap: str, prefix: str) -> AsyncIterator[KafkaBus]:
+    """A bus for the test's own messages; it creates the catalog's topics first, as a deployment
+    would, so nothing produced before the planner starts lands on an auto-created topic."""
+    made = KafkaBus(kafka_bootstrap, client_id=f"{prefix}test")
+    await made.ensure_topics([topic.spec(prefix) for topic in ALL])
+    yield made
+    await made.close()
+
+
+@contextlib.asynccontextmanager
+async def running(planner: Planner) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(planner.run())
+    try:
+        yield task
+    finally:
+        planner.stop()
+        await asyncio.wait_for(task, 30)
+
+
+@contextlib.asynccontextmanager
+async def kafka_planner(bootstrap: str, redis_url: str, prefix: str, clock: ManualClock) -> AsyncIterator[Planner]:
+    """A planner with a bus and a store of its own, as a process would have; closed afterwards."""
+    bus = KafkaBus(bootstrap, client_id=f"{prefix}planner")
+    store = RedisStore(redis_url, namespace=prefix)
+    try:
+        yield make_planner(bus=bus, store=store, prefix=prefix, clock=clock)
+    finally:
+        await bus.close()
+        await store.close()
+
+
+def advances_at_least(count: int):  # type: ignore[no-untyped-def]
+    return lambda records: len(records) >= count
+
+
+def assert_two_decisions(records: list[Message]) -> None:
+    """The canary's two batches, each decided once. A batch published again after a kill (its
+    outbox not yet marked published) is allowed: same id, same bytes, and executors drop it."""
+    by_id: dict[str, set[bytes]] = {}
+    for record in records:
+        by_id.setdefault(json.loads(record.value)["commandId"], set()).add(record.value)
+    assert len(by_id) == 2, sorted(by_id)
+    assert all(len(values) == 1 for values in by_id.values())
+    assert sorted(json.loads(next(iter(v)))["track"] for v in by_id.values()) == ["controlPlane", "nodes"]
+
+
+async def test_release_malformed_message_and_results_flow_through_kafka_and_redis(
+    kafka_bootstrap: str, redis_url: str, prefix: str, bus: KafkaBus
+) -> None:
+    async with kafka_planner(kafka_bootstrap, redis_url, prefix, ManualClock(START)) as planner, running(planner):
+        await produce(
+            kafka_bootstrap, prefix + RELEASE_TARGETS.name, key=b"regular", value=b"\x00garbage", headers=KCAT_HEADERS
+        )
+        await release(bus, prefix)
+        [first] = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=advances_at_least(1))
+        assert json.loads(first.value)["stage"] == "canary"
+        assert header(first, "ce_id") == json.loads(first.value)["commandId"].encode()
+
+        [dead] = await read_topic(kafka_bootstrap, prefix + DEAD_LETTER.name, until=advances_at_least(1))
+        assert dead.value == b"\x00garbage"
+        assert b"not JSON" in (header(dead, "dlq_reason") or b"")
+        assert header(dead, "dlq_offset") == b"0"
+
+        fleet = FakeFleet(bus, prefix)
+        records = [first]
+        await fleet.answer(records)
+        records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=advances_at_least(2))
+        assert sorted((b["stage"], b["track"]) for b in bodies(records)) == [
+            ("canary", "controlPlane"),
+            ("canary", "nodes"),
+        ]
+
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        status = json.loads(await client.get(f"{prefix}:status") or b"{}")
+    finally:
+        await client.aclose()
+    assert status["stages"][0]["tracks"]["controlPlane"]["state"] == "SOAKING"
+
+
+async def test_the_documented_kcat_message_from_an_independent_producer_is_accepted(
+    kafka_bootstrap: str, redis_url: str, prefix: str, bus: KafkaBus
+) -> None:
+    async with kafka_planner(kafka_bootstrap, redis_url, prefix, ManualClock(START)) as planner, running(planner):
+        await produce(
+            kafka_bootstrap, prefix + RELEASE_TARGETS.name, key=b"regular", value=KCAT_BODY, headers=KCAT_HEADERS
+        )
+        [advance] = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=advances_at_least(1))
+        assert json.loads(advance.value)["version"] == NEW
+        progress = await read_topic(
+            kafka_bootstrap,
+            prefix + PROGRESS.name,
+            until=lambda rs: any(b["kind"] == "rollout_transition" for b in bodies(rs)),
+        )
+        assert any("rel-1" in b.get("reason", "") for b in bodies(progress))
+
+
+async def test_a_cancelled_planner_resumes_without_repeating_a_batch(
+    kafka_bootstrap: str, redis_url: str, prefix: str, bus: KafkaBus
+) -> None:
+    clock = ManualClock(START)
+    async with kafka_planner(kafka_bootstrap, redis_url, prefix, clock) as first:
+        task = asyncio.create_task(first.run())
+        await release(bus, prefix)
+        records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=advances_at_least(1))
+        task.cancel()  # killed wherever it is: mid-poll, mid-write or mid-commit
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async with kafka_planner(kafka_bootstrap, redis_url, prefix, clock) as second, running(second):
+        await FakeFleet(bus, prefix).answer(records)
+        records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=advances_at_least(2))
+        await asyncio.sleep(1.0)  # room for a wrongly repeated batch to show up
+    records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=advances_at_least(2))
+    assert_two_decisions(records)
+
+
+# -- the real process ------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def scenario_file(tmp_path: Path) -> Path:
+    scenario = {
+        "name": "svc",
+        "clusters": [
+            {"name": f"c-{i}", "labels": {"env": "canary" if i < 2 else "prod"}, "version": OLD} for i in range(4)
+        ],
+        "sequence": {
+            "name": "svc",
+            "channel": "regular",
+            "stages": [
+                {"name": "canary", "clusterSelector": {"matchLabels": {"env": "canary"}}, "soak": "1d"},
+                {"name": "prod", "clusterSelector": {"matchLabels": {"env": "prod"}}, "soak": "1d"},
+            ],
+        },
+    }
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    return path
+
+
+@pytest.fixture
+def planner_process(
+    kafka_bootstrap: str, redis_url: str, prefix: str, scenario_file: Path
+) -> Iterator[tuple[list[subprocess.Popen[bytes]], dict[str, str]]]:
+    env = os.environ | {
+        "ROLLOUT_KAFKA_BOOTSTRAP": kafka_bootstrap,
+        "ROLLOUT_REDIS_URL": redis_url,
+        "ROLLOUT_REDIS_NAMESPACE": prefix,
+        "ROLLOUT_TOPIC_PREFIX": prefix,
+        "ROLLOUT_SCENARIO_FILE": str(scenario_file),
+        "ROLLOUT_HTTP_PORT": str(_free_port()),
+        "ROLLOUT_POLL_TIMEOUT_S": "0.2",
+    }
+    started: list[subprocess.Popen[bytes]] = []
+    yield started, env
+    for process in started:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+
+
+def _start(started: list[subprocess.Popen[bytes]], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    # The child keeps its own copy of the log file's descriptor; ours is closed at once.
+    with _log_path(env, len(started)).open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "rollout_planner.service"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    started.append(process)
+    return process
+
+
+def _log_path(env: dict[str, str], number: int) -> Path:
+    return Path(env["ROLLOUT_SCENARIO_FILE"]).with_name(f"planner-{number}.log")
+
+
+async def _http_get(port: int, path: str) -> tuple[int, bytes]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    await writer.drain()
+    data = await reader.read()
+    writer.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def _tail(log: Path) -> str:
+    return log.read_text()[-3000:]
+
+
+async def _until_ready(process: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    async with asyncio.timeout(30):
+        while True:
+            assert process.poll() is None, f"the planner exited: {_tail(log)}"
+            with contextlib.suppress(OSError):
+                if (await _http_get(port, "/readyz"))[0] == 200:
+                    return
+            await asyncio.sleep(0.2)
+
+
+async def test_a_killed_planner_process_restarts_and_resumes(
+    kafka_bootstrap: str,
+    prefix: str,
+    bus: KafkaBus,
+    planner_process: tuple[list[subprocess.Popen[bytes]], dict[str, str]],
+) -> None:
+    started, env = planner_process
+    port = int(env["ROLLOUT_HTTP_PORT"])
+    first = _start(started, env)
+    await _until_ready(first, port, _log_path(env, 0))
+    assert (await _http_get(port, "/healthz"))[0] == 200
+    await release(bus, prefix)
+    records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=advances_at_least(1))
+    _, metrics = await _http_get(port, "/metrics")
+    assert b"rollout_planner_batches_emitted_total 1.0" in metrics
+    first.kill()  # SIGKILL: no shutdown code runs
+    first.wait(10)
+
+    second = _start(started, env)
+    await _until_ready(second, port, _log_path(env, 1))
+    await FakeFleet(bus, prefix).answer(records)
+    records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=advances_at_least(2))
+    assert_two_decisions(records)
+    second.send_signal(signal.SIGTERM)
+    assert second.wait(15) == 0
