@@ -11,7 +11,16 @@ from rollout_common.version import Version
 
 from rollout_planner.engine.availability import blocked, next_start
 from rollout_planner.engine.lifecycle import finish_if_done, revisit_stuck
-from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, PartitionRec, Run, StageRec
+from rollout_planner.engine.model import (
+    CP,
+    MAX_UPGRADE_TIME,
+    NODES,
+    ClusterRec,
+    EngineState,
+    PartitionRec,
+    Run,
+    StageRec,
+)
 from rollout_planner.engine.tally import refresh
 
 WaitTuple = tuple[str, str | None, dict[str, object]]
@@ -28,7 +37,32 @@ def dispatch_stage(state: EngineState, stage: StageRec) -> None:
         if state.window_blocked:
             waits.append(_window_wait(state.window_blocked))
         finish_if_done(state, stage, track)
+        waits += _completion_waits(stage, track)
         _record_waits(state, stage, track, waits)
+
+
+def _completion_waits(stage: StageRec, track: int) -> list[WaitTuple]:
+    """Why a run that hands nothing out has not started soaking yet (SOAK-2, SOAK-4)."""
+    out: list[WaitTuple] = []
+    for run in stage.runs[track].values():
+        if not run.active:
+            continue
+        if run.remaining == 0:
+            held = [p.name for p in stage.partitions if p.not_ready(track)]
+            if held and stage.forced_run[track] is None:
+                out.append((WaitRule.SOAK_2_PARTITIONS_NOT_READY.value, None, {"partitions": held[:20]}))
+        elif stage.in_flight == 0 and not _has_pending(stage, 0, track) and run.started_at is not None:
+            out.append(
+                (
+                    WaitRule.SOAK_2_SOAKING.value,
+                    None,
+                    {
+                        "remaining": run.remaining,
+                        "forcedSoakAt": run.started_at + MAX_UPGRADE_TIME,
+                    },
+                )
+            )
+    return out
 
 
 def _dispatch_track(state: EngineState, stage: StageRec, track: int, waits: list[WaitTuple]) -> None:

@@ -60,7 +60,7 @@ def would_take(offer: Offer, cluster: ClusterRec, track: int) -> bool:
     if offer.rollout_id in cluster.done_by[track]:
         return False
     planned_cp = (
-        cluster.versions[CP] if track == CP else max(cluster.versions[CP], *offered_versions(offer, cluster, CP))
+        cluster.versions[CP] if track == CP else max([cluster.versions[CP], *offered_versions(offer, cluster, CP)])
     )
     return any(allowed(cluster, track, v, planned_cp) for v in offered_versions(offer, cluster, track))
 

@@ -7,7 +7,7 @@ from rollout_common.status import TRACKS, RolloutState, StageReason, StageState
 from rollout_common.version import Version
 
 from rollout_planner.engine.eligibility import on_offered, would_take
-from rollout_planner.engine.model import MAX_UPGRADE_TIME, EngineState, Offer, Run, StageRec
+from rollout_planner.engine.model import CP, MAX_UPGRADE_TIME, NODES, EngineState, Offer, Run, StageRec
 from rollout_planner.engine.targets import retarget
 
 _REASONS = {
@@ -76,6 +76,9 @@ def reach_stage(state: EngineState, stage: StageRec, offers: dict[int, Offer]) -
         return
     for name in stage.members:
         retarget(state, state.clusters[name])
+    if any(run.track == CP for run, _ in opened):
+        for waiting in stage.runs[NODES].values():
+            waiting.awaiting_cp = False
     for run, offer in opened:
         _begin(state, stage, run, offer)
     state.dirty.add(stage.index)
@@ -99,9 +102,14 @@ def _empty_stage(state: EngineState, stage: StageRec, run: Run) -> None:
 
 def _begin(state: EngineState, stage: StageRec, run: Run, offer: Offer) -> None:
     members = [state.clusters[n] for n in stage.members]
+    takers = [c for c in members if would_take(offer, c, run.track)]
     if run.remaining > 0 or any(on_offered(offer, c, run.track) for c in members):
         _start(state, run)
-    elif any(would_take(offer, c, run.track) for c in members):
+    elif run.track == NODES and any(c.target_run[NODES] is None for c in takers):
+        # SOAK-1: these nodes follow a control plane whose version has not reached this stage yet
+        run.awaiting_cp = True
+        _start(state, run)
+    elif takers:
         set_state(state, run, StageState.CANCELLED, StageReason.SUPERSEDED)
     elif _older_active(stage, run):
         # VER-6: clusters still on their way to an older version may become eligible for this one
@@ -151,7 +159,7 @@ def revisit_stuck(state: EngineState, stage: StageRec, track: int) -> None:
 def finish_if_done(state: EngineState, stage: StageRec, track: int) -> None:
     """SOAK-2: every eligible cluster upgraded and every partition Ready -> soak."""
     for run in list(stage.runs[track].values()):
-        if not run.active or run.remaining > 0 or _older_active(stage, run):
+        if not run.active or run.remaining > 0 or run.awaiting_cp or _older_active(stage, run):
             continue
         if run.superseded:
             set_state(state, run, StageState.CANCELLED, StageReason.SUPERSEDED)

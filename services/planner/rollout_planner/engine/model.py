@@ -121,6 +121,8 @@ class Run:
     failures: int = 0
     qualified: Version | None = None
     offered: Version | None = None
+    # a node run opened before the control plane's run reached the stage waits for it (SOAK-1)
+    awaiting_cp: bool = False
 
     @property
     def active(self) -> bool:
@@ -200,9 +202,12 @@ class RolloutRec:
 
 @dataclass(order=True, slots=True)
 class Timer:
+    """Due at `at`; at one instant, stages in order and control planes before nodes (SOAK-1)."""
+
     at: float
-    kind: str = field(compare=False)
-    key: tuple[object, ...] = field(compare=False)
+    rank: tuple[int, int] = (0, 0)
+    kind: str = field(default="", compare=False)
+    key: tuple[object, ...] = field(default=(), compare=False)
 
 
 class EngineState:
@@ -226,7 +231,8 @@ class EngineState:
         self.window_blocked: list[tuple[float, str]] = []
 
     def add_timer(self, at: float, kind: str, *key: object) -> None:
-        heapq.heappush(self.timers, Timer(at, kind, key))
+        rank = (int(key[0]), int(key[1])) if kind != "cluster" else (len(self.stages), 0)  # type: ignore[call-overload]
+        heapq.heappush(self.timers, Timer(at, rank, kind, key))
 
     def emit(self, command: Command) -> None:
         self.out.append(command)

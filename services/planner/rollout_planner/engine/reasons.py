@@ -67,6 +67,20 @@ def _message(rule: str, partition: str | None, numbers: dict[str, object]) -> st
             f"{numbers['waiting']} cluster(s) outside their maintenance window or inside an exclusion "
             f"({names}); the first can start at {when} (WIN-1..4)"
         )
+    if rule == WaitRule.SOAK_2_PARTITIONS_NOT_READY.value:
+        listed = numbers.get("partitions", [])
+        names = ", ".join(map(str, listed)) if isinstance(listed, list) else ""
+        return (
+            f"every eligible cluster is upgraded, but partitions {names} are NotReady; "
+            "the soak starts when they are Ready (SOAK-2)"
+        )
+    if rule == WaitRule.SOAK_2_SOAKING.value:
+        at = numbers.get("forcedSoakAt")
+        when = from_epoch(float(at)).isoformat() if isinstance(at, (int, float)) else "?"
+        return (
+            f"{numbers['remaining']} cluster(s) still to upgrade cannot start now (failed, deprecated API, "
+            f"or waiting for a window or their control plane); the stage soaks anyway at {when} (SOAK-4)"
+        )
     if rule == WaitRule.OPS_1_PAUSED.value:
         return f"rollout paused ({numbers.get('reason')}); no new batches (OPS-1)"
     return rule

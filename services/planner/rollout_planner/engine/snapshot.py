@@ -16,7 +16,7 @@ from rollout_common.status import RolloutState, StageState
 from rollout_common.version import Version, parse_minor, parse_version
 
 from rollout_planner.engine.inventory import rebuild_stage
-from rollout_planner.engine.model import ClusterRec, EngineState, Offer, PartitionRec, RolloutRec, Run, Timer
+from rollout_planner.engine.model import ClusterRec, EngineState, Offer, PartitionRec, RolloutRec, Run
 
 FORMAT_VERSION = 1
 
@@ -114,6 +114,7 @@ def _run(r: Run) -> dict[str, Any]:
         "failures": r.failures,
         "qualified": _v(r.qualified),
         "offered": _v(r.offered),
+        "awaitingCp": r.awaiting_cp,
     }
 
 
@@ -127,7 +128,9 @@ def load(data: bytes) -> EngineState:
     state.requested_wake = doc["requestedWake"]
     state.seen_events = set(doc["seen"])
     state.soak_overrides = {(s, v): d for s, v, d in doc["soakOverrides"]}
-    state.timers = sorted(Timer(at, kind, tuple(key)) for at, kind, key in doc["timers"])
+    state.timers = []
+    for at, kind, key in doc["timers"]:
+        state.add_timer(at, kind, *key)
     for raw in doc["rollouts"]:
         state.rollouts[raw["id"]] = _load_rollout(raw)
     for raw in doc["clusters"]:
@@ -222,6 +225,7 @@ def _load_run(raw: dict[str, Any]) -> Run:
         failures=raw["failures"],
         qualified=_pv(raw["qualified"]),
         offered=_pv(raw["offered"]),
+        awaiting_cp=raw["awaitingCp"],
     )
     run.working = {parse_version(v) for v in raw["working"]}
     run.upgraded = {parse_version(v) for v in raw["upgraded"]}
