@@ -184,3 +184,16 @@ async def test_the_soak_timer_fires_after_a_restart_and_qualifies_the_next_stage
 
 def _stages(bus: MemoryBus) -> list[str]:
     return [json.loads(r.value)["stage"] for r in advances(bus)]
+
+
+async def test_a_notice_is_published_and_logged_without_upsetting_the_loop(bus, store, clock, caplog) -> None:
+    planner = await started(bus, store, clock)
+    other = ReleaseTarget(event_id="rel-x", channel="rapid", targets={"1.30": NEW})
+    await publish(bus, P, RELEASE_TARGETS, other, event_id="rel-x")
+    with caplog.at_level("INFO", logger="rollout.planner"):
+        await drain(planner)
+
+    assert progress_kinds(bus.records(P + PROGRESS.name)) == ["notice"]
+    [logged] = [r for r in caplog.records if r.getMessage() == "notice"]
+    assert logged.command["code"] == "OTHER_CHANNEL"  # type: ignore[attr-defined]
+    await planner.close()

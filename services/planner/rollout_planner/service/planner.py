@@ -92,7 +92,7 @@ class Planner:
         if not await self._restore():
             return False
         await self._flush_outbox()
-        self._consumer = self._bus.consumer(self._intake.topics, group=self._settings.group)
+        self._consumer = self._bus.consumer(self._intake.topics, group=self._settings.planner_group)
         self.ready = True
         log.info("planner started", extra={"batch": self.checkpoint.batch, "wake_at": self.checkpoint.wake_at})
         return True
@@ -149,14 +149,13 @@ class Planner:
         if due:
             self.checkpoint.wake_at = None  # fired; the engine names the next one, if any
             events.append(WakeUp())
-        if events:
-            commands = self._decide(events, now)
-            outbox.add_commands(commands)
-            self._follow_timer(commands)
-            self._log_commands(commands, batch)
+        commands = self._decide(events, now) if events else []
+        outbox.add_commands(commands)
+        self._follow_timer(commands)
         self.checkpoint.batch = batch
         self.checkpoint.outbox = outbox.messages
         await self._persist()
+        self._log_commands(commands, batch)
         await self._flush_outbox()
 
     def _take(self, records: Sequence[Record], outbox: Outbox) -> list[Event]:
@@ -201,8 +200,11 @@ class Planner:
         for command in commands:
             if isinstance(command, WakeAt):
                 continue
-            fields = command.model_dump(mode="json", exclude={"kind"})
-            log.info(command.kind, extra={"batch": batch, **fields})
+            # Under one key: a command's own field names (message, ...) must not clash with the
+            # LogRecord's; the rollout id stays top level so logs can be filtered by it.
+            rollout_id = getattr(command, "rollout_id", None)
+            details = command.model_dump(mode="json", by_alias=True, exclude={"kind"})
+            log.info(command.kind, extra={"batch": batch, "rollout_id": rollout_id, "command": details})
 
     # -- the store -----------------------------------------------------------------------
 
