@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from rollout_cli import demo, offline, operator
+from rollout_cli import configdoc, demo, offline, operator
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,6 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
     offline.register(sub)
     demo.register(sub)
     operator.register(sub)
+    configdoc.register(sub)
     return parser
 
 
