@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from enginekit import CP, DAY, MIN, NODES, V30, V31, Driver, advances, cluster, notices, sequence, stage, transitions
 from rollout_planner.simulation.runner import simulate
 from rollout_planner.simulation.scenario import Scenario
@@ -40,11 +39,6 @@ def test_seq_6_removed_cluster_no_longer_holds_the_stage() -> None:
     assert sorted(transitions(out)) == [("a", "controlPlane", "SOAKING", V31), ("a", "nodes", "SOAKING", V31)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SEQ-6: relabelling a cluster into an earlier stage rebuilds the old stage "
-    "last, which detaches the cluster from its new stage (stage=None, partition counts corrupted)",
-)
 def test_seq_6_relabelled_cluster_moves_to_an_earlier_stage_and_is_upgraded_there() -> None:
     d = slow()
     d.release(REL)
@@ -72,11 +66,6 @@ def seconds(days: float = 0, hours: float = 0, minutes: float = 0) -> float:
     return days * DAY + hours * 3600 + minutes * 60
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SEQ-6 + GATE-1/SOAK-1: b-2 relabelled from b into a ends in no stage and "
-    "stage a never soaks; each node upgrade also starts 1m late (52m, not 51m) under maxUnavailable 0",
-)
 def test_seq_6_join_and_relabel_in_the_simulator() -> None:
     """check.py knows only the initial fleet, so joins are checked here rather than as scenario files."""
     rep = simulate(

@@ -155,7 +155,7 @@ def _dispatch_batch(
             return False
     first = version not in partition.first_sent[track]
     limit = partition.max_unavailable
-    if not first and partition.unavailable >= limit + cap and partition.unavailable > 0:
+    if not first and partition.unavailable > cap and partition.unavailable >= limit + cap:
         # closed even if every candidate were among the unavailable ones: skip the queue work
         _gate_1_wait(waits, partition, partition.unavailable)
         return False

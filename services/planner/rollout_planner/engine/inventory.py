@@ -114,11 +114,12 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
                 message=f"cluster {name} matches stages {', '.join(membership.conflicts[name])}; it joins none (SEQ-2)",
             )
         )
-    for index in sorted({i for i in (old_stage, new_stage) if i is not None}):
-        names = [n for n in _stage_names(state, index) if n != name]
-        if index == new_stage:
-            names.append(name)
-        rebuild_stage(state, state.stages[index], names)
+    # the stage it leaves first, so that stage lets go of it before the one it joins counts it
+    if old_stage is not None and old_stage != new_stage:
+        rebuild_stage(state, state.stages[old_stage], [n for n in _stage_names(state, old_stage) if n != name])
+    if new_stage is not None:
+        names = [n for n in _stage_names(state, new_stage) if n != name]
+        rebuild_stage(state, state.stages[new_stage], [*names, name])
     if new_stage is None:
         record.stage = record.partition = None
     if old_stage != new_stage:

@@ -109,9 +109,9 @@ def _begin(state: EngineState, stage: StageRec, run: Run, offer: Offer) -> None:
         # SOAK-1: these nodes follow a control plane whose version has not reached this stage yet
         run.awaiting_cp = True
         _start(state, run)
-    elif takers:
+    elif any(_newer(state, c.target_run[run.track], than=run.rollout_id) for c in takers):
         set_state(state, run, StageState.CANCELLED, StageReason.SUPERSEDED)
-    elif _older_active(stage, run):
+    elif takers or _older_active(stage, run):
         # VER-6: clusters still on their way to an older version may become eligible for this one
         _start(state, run)
     else:
@@ -137,6 +137,14 @@ def _start(state: EngineState, run: Run) -> None:
     else:
         set_state(state, run, StageState.IN_PROGRESS, StageReason.VERSION_ARRIVED)
     state.add_timer(state.now + MAX_UPGRADE_TIME, "deadline", run.stage, run.track, run.rollout_id)
+
+
+def _newer(state: EngineState, rollout_id: str | None, *, than: str) -> bool:
+    """Whether `rollout_id` was released after `than` (rollouts are kept in creation order)."""
+    if rollout_id is None or rollout_id == than:
+        return False
+    order = list(state.rollouts)
+    return order.index(rollout_id) > order.index(than)
 
 
 def _older_active(stage: StageRec, run: Run) -> bool:

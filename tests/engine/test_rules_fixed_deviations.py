@@ -1,19 +1,13 @@
-"""Rules the engine breaks today, kept visible as strict xfails (each reason names the rule and what happens)."""
+"""Rules the engine once broke, found by these tests; kept as regressions (each names its rule)."""
 
 from __future__ import annotations
 
-import pytest
 from enginekit import CP, DAY, MIN, NODES, V31, V32, Driver, advances, cluster, sequence, stage, transitions
 
 REL = {"1.30": V31}
 HOLD_20D = [{"start": "2026-01-01T00:00:00Z", "end": "2026-01-21T00:00:00Z", "scope": "NO_UPGRADES"}]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GATE-1/SOAK-1: with maxUnavailable 0 and maxNew 1 the dispatcher's shortcut "
-    "counts the batch's own cluster as unavailable, so a node upgrade waits for readiness (1m late)",
-)
 def test_gate_1_soak_1_node_upgrade_starts_when_control_plane_succeeds_under_max_unavailable_0() -> None:
     d = Driver(
         sequence(stage("a", soak="0d", rolloutStrategy={"maxNew": 1, "maxUnavailable": 0})),
@@ -42,12 +36,6 @@ def test_soak_1_downstream_node_track_waits_for_control_plane_instead_of_cancell
     assert advances(d.finish(["b-1"], CP, at=DAY + 51 * MIN)) == [("b", "nodes", V31, ["b-1"])]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="VER-6: a downstream cluster held while upstream qualified 1.31.13 then 1.32.9 "
-    "gets both control-plane upgrades, but its node runs are CANCELLED SUPERSEDED (3d10m+30m, 20d10m) "
-    "and its nodes stay on 1.30",
-)
 def test_ver_6_held_downstream_cluster_reaches_newest_qualified_on_both_tracks() -> None:
     d = Driver(
         sequence(stage("a", soak="1d"), stage("b", soak="1d")), [cluster("a-1"), cluster("b-1", exclusions=HOLD_20D)]
