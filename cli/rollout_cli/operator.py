@@ -122,8 +122,8 @@ def _common_options() -> argparse.ArgumentParser:
     )
     common.add_argument(
         "--namespace",
-        default=env("ROLLOUT_NAMESPACE", "rollout"),
-        help="the planner's Redis key namespace (env ROLLOUT_NAMESPACE)",
+        default=env("ROLLOUT_REDIS_NAMESPACE", "rollout"),
+        help="the planner's Redis key namespace (env ROLLOUT_REDIS_NAMESPACE)",
     )
     common.add_argument(
         "--source", default=env("ROLLOUT_SOURCE", "rollout-cli"), help="ce_source of what this command publishes"

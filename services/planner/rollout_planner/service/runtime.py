@@ -45,7 +45,7 @@ def initial_state_source(settings: PlannerSettings, store: Store) -> InitialStat
 async def serve(settings: PlannerSettings) -> None:
     """Run the planner until SIGTERM or SIGINT, then stop cleanly."""
     bus = KafkaBus(settings.kafka_bootstrap, client_id=settings.source, replication_factor=settings.replication_factor)
-    store = RedisStore(settings.redis_url, namespace=settings.namespace)
+    store = RedisStore(settings.redis_url, namespace=settings.redis_namespace)
     probes: ProbeServer | None = None
     try:
         clock = await stored_clock(store, scale=settings.time_scale)

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 from rollout_common.errors import InvalidInputError
 
 
@@ -18,9 +18,9 @@ class PlannerSettings(BaseSettings):
 
     kafka_bootstrap: str = "localhost:9092"
     redis_url: str = "redis://localhost:6379/0"
-    namespace: str = Field(default="rollout", description="prefix of every Redis key this planner writes")
+    redis_namespace: str = Field(default="rollout", description="prefix of every Redis key this planner writes")
     topic_prefix: str = Field(default="", description="put before every catalog topic name (fresh topics in tests)")
-    group: str = Field(default="rollout-planner", description="the planner's consumer group")
+    planner_group: str = Field(default="rollout-planner", description="the planner's consumer group")
     source: str = Field(default="rollout-planner", description="ce_source of everything the planner publishes")
     scenario_file: Path | None = Field(
         default=None,
@@ -43,9 +43,22 @@ class PlannerSettings(BaseSettings):
     sequence_wait_s: float = Field(default=2.0, gt=0, description="how often to look for a sequence to plan")
     log_level: str = "INFO"
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment wins over a config file (whose values arrive as init arguments), as for
+        # the executor: one file can serve several processes that differ in a variable or two.
+        return env_settings, init_settings
+
 
 def load_settings(config_file: Path | None = None) -> PlannerSettings:
-    """Settings from the environment, overridden by a YAML or JSON file when one is given."""
+    """Settings from a YAML or JSON file when one is given, each overridden by its environment variable."""
     values: dict[str, Any] = {}
     if config_file is not None:
         try:
