@@ -1,0 +1,384 @@
+"""The whole system as separate processes on the real broker and Redis (BUS-1..6).
+
+Planner, two executors, a health reporter and the health monitor run as `python -m ...`; the
+fleet is applied with the CLI; a release target comes from an independent aiokafka producer;
+an independent consumer of the progress topic must see every stage and track COMPLETE with the
+versions the simulator predicts for the same scenario. Soaks pass through the planner's
+`time_scale` (2 h of soak = 2 s), never by sleeping in the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+import yaml
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from rollout_common.topics.catalog import PROGRESS, RELEASE_TARGETS, STAGE_ADVANCE, UPGRADE_RESULTS
+from rollout_planner.simulation.runner import simulate
+from rollout_planner.simulation.scenario import Scenario
+from service_processes import ServiceProcesses
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+OLD = "1.30.5-gke.1000"
+NEW = "1.31.13-gke.1023000"
+STAGES = ("dev", "staging", "prod")
+PER_STAGE = 20
+TIME_SCALE = 3600.0  # engine seconds per wall second: each 2 h soak takes 2 s
+COMPLETE_TIMEOUT_S = 120.0
+
+Message = ConsumerRecord[bytes, bytes]
+
+
+def scenario_document() -> dict[str, Any]:
+    return {
+        "name": "e2e",
+        "generate": [
+            {"count": PER_STAGE, "name": f"{stage}-{{i:02d}}", "labels": {"env": stage}, "version": OLD}
+            for stage in STAGES
+        ],
+        "sequence": {
+            "name": "e2e",
+            "channel": "regular",
+            "stages": [
+                {
+                    "name": stage,
+                    "clusterSelector": {"matchLabels": {"env": stage}},
+                    "soak": "2h",
+                    "rolloutStrategy": {"maxNew": 5, "maxUnavailable": "50%"},
+                }
+                for stage in STAGES
+            ],
+        },
+        "simulation": {"upgradeDuration": {"controlPlane": "10m", "nodes": "10m"}, "readyAfter": "1m"},
+    }
+
+
+def cluster_names() -> list[str]:
+    return [f"{stage}-{i:02d}" for stage in STAGES for i in range(1, PER_STAGE + 1)]
+
+
+def predicted_completions() -> dict[tuple[str, str], str]:
+    """(stage, track) -> version, as the simulator decides it for the same fleet and release."""
+    document = scenario_document() | {
+        "events": [{"at": "0s", "releaseTarget": {"channel": "regular", "targets": {"1.30": NEW}, "id": "rel-e2e"}}]
+    }
+    report = simulate(Scenario.model_validate(document))
+    return {(t["stage"], t["track"]): t["version"] for t in report.transitions if t["state"] == "COMPLETE"}
+
+
+@pytest.fixture
+def prefix(topic_prefix: str) -> str:
+    return topic_prefix + "."
+
+
+@pytest.fixture
+def services(tmp_path: Path, kafka_bootstrap: str, redis_url: str, prefix: str) -> Iterator[ServiceProcesses]:
+    processes = ServiceProcesses(
+        log_dir=tmp_path,
+        base_env={
+            "ROLLOUT_KAFKA_BOOTSTRAP": kafka_bootstrap,
+            "ROLLOUT_REDIS_URL": redis_url,
+            "ROLLOUT_TOPIC_PREFIX": prefix,
+            "ROLLOUT_LOG_LEVEL": "INFO",
+        },
+    )
+    try:
+        yield processes
+    finally:
+        processes.stop_all()
+
+
+def apply_fleet(tmp_path: Path, prefix: str, kafka_bootstrap: str, redis_url: str) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(scenario_document()))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rollout_cli.main",
+            "apply",
+            str(path),
+            "--bootstrap",
+            kafka_bootstrap,
+            "--redis",
+            redis_url,
+            "--topic-prefix",
+            prefix,
+            "--namespace",
+            prefix,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def start_system(services: ServiceProcesses, prefix: str) -> None:
+    services.start(
+        "planner",
+        ["rollout_planner.service"],
+        {
+            "ROLLOUT_REDIS_NAMESPACE": prefix,
+            "ROLLOUT_TIME_SCALE": str(TIME_SCALE),
+            "ROLLOUT_HTTP_PORT": "0",
+            "ROLLOUT_POLL_TIMEOUT_S": "0.2",
+        },
+    )
+    for number in range(2):
+        services.start(
+            f"executor-{number}",
+            ["rollout_executor"],
+            {
+                "ROLLOUT_EXECUTOR_ID": f"executor-{number}",
+                "ROLLOUT_GROUP_ID": f"{prefix}executors",
+                "ROLLOUT_REDIS_NAMESPACE": f"{prefix}executors",
+                "ROLLOUT_DRIVER": "simulated",
+                "ROLLOUT_SIMULATED__DURATIONS_S": json.dumps({"controlPlane": 1.0, "nodes": 1.0}),
+                "ROLLOUT_MAX_CONCURRENT_UPGRADES": "5",
+                "ROLLOUT_LEASE_S": "3",
+                "ROLLOUT_METRICS_PORT": "0",
+            },
+        )
+    services.start(
+        "reporter",
+        ["rollout_health", "reporter"],
+        {
+            "ROLLOUT_CLUSTERS": json.dumps(cluster_names()),
+            "ROLLOUT_PROBE_INTERVAL_S": "0.2",
+            "ROLLOUT_HEARTBEAT_INTERVAL_S": "2",
+            "ROLLOUT_SIMULATED__READY_AFTER_S": "0.5",
+        },
+    )
+    services.start(
+        "monitor",
+        ["rollout_health", "monitor"],
+        {
+            "ROLLOUT_STALENESS_LIMIT_S": "60",
+            "ROLLOUT_CHECK_INTERVAL_S": "1",
+        },
+    )
+
+
+async def wait_for_fleet(redis_url: str, prefix: str, services: ServiceProcesses) -> None:
+    """The planner has taken in the whole inventory (what `rollout status` would show)."""
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        async with asyncio.timeout(60):
+            while True:
+                assert not services.exited(), f"exited: {services.exited()}\n{services.log_tail('planner')}"
+                raw = await client.get(f"{prefix}:status")
+                if raw is not None and json.loads(raw)["clusters"] == len(cluster_names()):
+                    return
+                await asyncio.sleep(0.2)
+    finally:
+        await client.aclose()
+
+
+async def publish_release(kafka_bootstrap: str, prefix: str) -> None:
+    """As a platform team would, with its own client and the documented headers."""
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True)
+    await producer.start()
+    try:
+        body = {"eventId": "rel-e2e", "channel": "regular", "targets": {"1.30": NEW}}
+        await producer.send_and_wait(
+            prefix + RELEASE_TARGETS.name,
+            json.dumps(body).encode(),
+            key=b"regular",
+            headers=[
+                ("ce_specversion", b"1.0"),
+                ("ce_id", b"rel-e2e"),
+                ("ce_source", b"platform-team"),
+                ("ce_type", b"io.rollout.release_target.v1"),
+                ("content-type", b"application/json"),
+            ],
+        )
+    finally:
+        await producer.stop()
+
+
+async def read_until(
+    kafka_bootstrap: str,
+    topic: str,
+    partitions: int,
+    done: Callable[[list[Message]], bool],
+    *,
+    timeout_s: float,
+    on_poll: Callable[[list[Message]], None] | None = None,
+) -> list[Message]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    records: list[Message] = []
+    try:
+        assigned = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(assigned)
+        await consumer.seek_to_beginning(*assigned)
+        async with asyncio.timeout(timeout_s):
+            while not done(records):
+                for batch in (await consumer.getmany(timeout_ms=200)).values():
+                    records.extend(batch)
+                if on_poll is not None:
+                    on_poll(records)
+        return records
+    finally:
+        await consumer.stop()
+
+
+def completions(records: list[Message]) -> dict[tuple[str, str], str]:
+    found = {}
+    for record in records:
+        body = json.loads(record.value)
+        if body["kind"] == "stage_transition" and body["state"] == "COMPLETE":
+            found[(body["stage"], body["track"])] = body["version"]
+    return found
+
+
+def every_track_complete(records: list[Message]) -> bool:
+    return len(completions(records)) == len(STAGES) * 2
+
+
+async def wait_for_completion(
+    kafka_bootstrap: str,
+    prefix: str,
+    services: ServiceProcesses,
+    on_poll: Callable[[list[Message]], None] | None = None,
+) -> dict[tuple[str, str], str]:
+    def watch(records: list[Message]) -> None:
+        crashed = {name: code for name, code in services.exited().items() if code != -9}
+        assert not crashed, f"exited: {crashed}\n" + "\n".join(services.log_tail(n) for n in crashed)
+        if on_poll is not None:
+            on_poll(records)
+
+    try:
+        records = await read_until(
+            kafka_bootstrap,
+            prefix + PROGRESS.name,
+            PROGRESS.partitions,
+            every_track_complete,
+            timeout_s=COMPLETE_TIMEOUT_S,
+            on_poll=watch,
+        )
+    except TimeoutError:
+        pytest.fail(f"not complete in {COMPLETE_TIMEOUT_S}s; planner log:\n{services.log_tail('planner')}")
+    return completions(records)
+
+
+async def topic_bodies(
+    kafka_bootstrap: str, topic: str, partitions: int, done: Callable[[list[Message]], bool]
+) -> list[tuple[str, dict[str, Any]]]:
+    """(ce_id, body) of every record, once `done` holds and a second more has passed, so that a
+    wrongly repeated message would show up too."""
+    await read_until(kafka_bootstrap, topic, partitions, done, timeout_s=30)
+    await asyncio.sleep(1.0)
+    records = await read_until(kafka_bootstrap, topic, partitions, done, timeout_s=30)
+    return [(dict(r.headers)["ce_id"].decode(), json.loads(r.value)) for r in records]
+
+
+async def upgrade_results(kafka_bootstrap: str, prefix: str) -> list[tuple[str, dict[str, Any]]]:
+    expected = len(cluster_names()) * 2
+
+    def all_finished(records: list[Message]) -> bool:
+        return sum(json.loads(r.value)["outcome"] == "succeeded" for r in records) >= expected
+
+    return await topic_bodies(kafka_bootstrap, prefix + UPGRADE_RESULTS.name, UPGRADE_RESULTS.partitions, all_finished)
+
+
+async def stage_advances(kafka_bootstrap: str, prefix: str) -> list[tuple[str, dict[str, Any]]]:
+    expected = len(cluster_names()) * 2
+
+    def all_handed_out(records: list[Message]) -> bool:
+        return sum(len(json.loads(r.value)["clusters"]) for r in records) >= expected
+
+    return await topic_bodies(kafka_bootstrap, prefix + STAGE_ADVANCE.name, STAGE_ADVANCE.partitions, all_handed_out)
+
+
+def wanted() -> set[tuple[str, str]]:
+    return {(name, track) for name in cluster_names() for track in ("controlPlane", "nodes")}
+
+
+def assert_each_cluster_decided_once(advances: list[tuple[str, dict[str, Any]]]) -> None:
+    """The planner put every cluster and track in exactly one batch (a batch re-published after a
+    restart keeps its id, so it counts once)."""
+    commands: dict[tuple[str, str], set[str]] = {}
+    for ce_id, body in advances:
+        for cluster in body["clusters"]:
+            commands.setdefault((cluster, body["track"]), set()).add(ce_id)
+    assert set(commands) == wanted()
+    assert {key: ids for key, ids in commands.items() if len(ids) > 1} == {}
+
+
+def assert_each_cluster_upgraded_once(results: list[tuple[str, dict[str, Any]]], *, clean: bool) -> None:
+    """One success per cluster and track, none missing. An executor that finds a result already
+    recorded re-publishes it under the same event id, so successes count by id. In a clean run
+    (no executor killed) the driver also started exactly once per cluster and track."""
+    succeeded: dict[tuple[str, str], set[str]] = {}
+    started: Counter[tuple[str, str]] = Counter()
+    for ce_id, body in results:
+        key = (body["cluster"], body["track"])
+        if body["outcome"] == "succeeded":
+            succeeded.setdefault(key, set()).add(ce_id)
+        elif body["outcome"] == "started":
+            started[key] += 1
+    assert set(succeeded) == wanted(), f"missing: {sorted(wanted() - set(succeeded))[:10]}"
+    assert {key: ids for key, ids in succeeded.items() if len(ids) > 1} == {}, "upgraded more than once"
+    assert all(body["version"] == NEW for _, body in results)
+    if clean:
+        assert {key: n for key, n in started.items() if n != 1} == {}
+
+
+async def test_a_release_rolls_through_three_stages_of_sixty_clusters(
+    tmp_path: Path, kafka_bootstrap: str, redis_url: str, prefix: str, services: ServiceProcesses
+) -> None:
+    apply_fleet(tmp_path, prefix, kafka_bootstrap, redis_url)
+    start_system(services, prefix)
+    await wait_for_fleet(redis_url, prefix, services)
+    await publish_release(kafka_bootstrap, prefix)
+
+    seen = await wait_for_completion(kafka_bootstrap, prefix, services)
+
+    assert seen == predicted_completions()
+    assert set(seen.values()) == {NEW}
+    assert_each_cluster_decided_once(await stage_advances(kafka_bootstrap, prefix))
+    assert_each_cluster_upgraded_once(await upgrade_results(kafka_bootstrap, prefix), clean=True)
+
+
+async def test_an_executor_killed_mid_batch_loses_no_cluster_and_repeats_none(
+    tmp_path: Path, kafka_bootstrap: str, redis_url: str, prefix: str, services: ServiceProcesses
+) -> None:
+    apply_fleet(tmp_path, prefix, kafka_bootstrap, redis_url)
+    start_system(services, prefix)
+    await wait_for_fleet(redis_url, prefix, services)
+    await publish_release(kafka_bootstrap, prefix)
+
+    started_seen: list[int] = []
+
+    async def kill_mid_batch() -> None:
+        # Once upgrades are running, at least one of them on executor-0's hands.
+        def some_started(records: list[Message]) -> bool:
+            return sum(json.loads(r.value)["outcome"] == "started" for r in records) >= 3
+
+        records = await read_until(
+            kafka_bootstrap, prefix + UPGRADE_RESULTS.name, UPGRADE_RESULTS.partitions, some_started, timeout_s=60
+        )
+        started_seen.append(len(records))
+        services.kill("executor-0")
+
+    killer = asyncio.create_task(kill_mid_batch())
+    seen = await wait_for_completion(kafka_bootstrap, prefix, services)
+    await killer
+
+    assert started_seen, "the executor was never killed"
+    assert seen == predicted_completions()
+    assert_each_cluster_decided_once(await stage_advances(kafka_bootstrap, prefix))
+    assert_each_cluster_upgraded_once(await upgrade_results(kafka_bootstrap, prefix), clean=False)
