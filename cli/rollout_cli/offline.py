@@ -13,6 +13,7 @@ from rich.table import Table
 from rollout_planner.simulation.preview import preview
 from rollout_planner.simulation.runner import simulate
 from rollout_planner.simulation.scenario import ScenarioError, load_scenario
+from rollout_planner.simulation.validation import validate_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,11 +37,16 @@ def _fail(message: str) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    try:
-        scenario = load_scenario(args.file)
-    except ScenarioError as exc:
-        return _fail(str(exc))
-    print(f"{args.file}: valid ({len(scenario.fleet())} clusters, {len(scenario.sequence.stages)} stages)")
+    """Exit 0 when valid (warnings allowed), 1 with every problem listed otherwise."""
+    findings = validate_file(args.file)
+    for warning in findings.warnings:
+        print(f"warning: {warning}")
+    if findings.problems:
+        print(f"{args.file}: {len(findings.problems)} problem(s)", file=sys.stderr)
+        for problem in findings.problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 1
+    print(f"{args.file}: valid ({findings.summary})")
     return 0
 
 

@@ -7,7 +7,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rollout_common.labels import LabelMap
-from rollout_common.version import Version, parse_version
+from rollout_common.version import Version, parse_version, reject_yaml_number
 from rollout_common.window import MaintenanceExclusion, MaintenanceWindow
 
 # DNS-1123-ish names keep cluster names safe to pass to drivers as arguments
@@ -52,6 +52,11 @@ class Cluster(BaseModel):
         if not CLUSTER_NAME.fullmatch(value):
             raise ValueError(f"{value!r} is not a valid cluster name (letters, digits, '.', '_', '-')")
         return value
+
+    @field_validator("version", "node_version", mode="before")
+    @classmethod
+    def _not_a_number(cls, value: object) -> object:
+        return reject_yaml_number(value, what="version")
 
     @field_validator("version", "node_version")
     @classmethod

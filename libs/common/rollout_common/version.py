@@ -56,6 +56,13 @@ def parse_version(text: str) -> Version:
     return Version((int(major), int(minor), int(patch), int(build or 0)), text.strip())
 
 
+def reject_yaml_number(value: object, *, what: str) -> object:
+    """YAML reads 1.30 as the number 1.3: refuse it rather than guess which version was meant."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise VersionError(f'{what} {value!r} was read as a number; quote it, e.g. "1.30" or "1.30.5"')
+    return value
+
+
 def parse_minor(text: str) -> Minor:
     match = _MINOR.fullmatch(str(text).strip())
     if not match:

@@ -12,7 +12,7 @@ from rollout_common.duration import parse_duration
 from rollout_common.fleet import Cluster
 from rollout_common.sequence import Sequence, check_soak
 from rollout_common.status import Track
-from rollout_common.version import parse_minor, parse_version
+from rollout_common.version import parse_minor, parse_version, reject_yaml_number
 
 DEFAULT_START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -75,6 +75,8 @@ class ReleaseSpec(_Model):
             return value
         out = {}
         for minor, version in value.items():
+            reject_yaml_number(minor, what="minor")
+            reject_yaml_number(version, what="version")
             parse_minor(str(minor))
             parse_version(str(version))
             out[str(minor)] = str(version)
@@ -209,6 +211,7 @@ def load_scenario(path: Path) -> Scenario:
         raise ScenarioError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
         raise ScenarioError(f"{path}: expected a mapping at the top level")
+    raw.setdefault("name", path.stem)  # a plain sequence-and-fleet file needs no scenario name
     try:
         scenario = Scenario.model_validate(raw)
         scenario.fleet()

@@ -1,0 +1,93 @@
+"""`rollout validate`, `plan` and `simulate` on real files: exit codes, messages naming the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rollout_cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ROOT.parent / "shared" / "conformance" / "cases"
+SCENARIOS = sorted(SHARED.glob("*.yaml")) + sorted((ROOT / "tests" / "scenarios").glob("*.yaml"))
+
+BAD = """
+clusters:
+  - {name: a-1, labels: {env: a}, version: 1.30.5}
+  - {name: "bad name!", version: 1.30}
+sequence:
+  stages:
+    - {name: a, clusterSelector: {matchLabels: {env: a}}, soak: 40d,
+       rolloutStrategy: {maxUnavailable: "10", maxNew: 0, autoPartitionSize: "0%"}}
+"""
+
+
+def test_validate_lists_every_problem_naming_its_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD)
+    assert main(["validate", str(path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"{path}: 6 problem(s)"
+    assert err[1:] == [
+        "  - clusters.1.name: 'bad name!' is not a valid cluster name (letters, digits, '.', '_', '-')",
+        '  - clusters.1.version: version 1.3 was read as a number; quote it, e.g. "1.30" or "1.30.5"',
+        "  - sequence.stages.0.soak: soak: soak must be between 0d and 30d inclusive (SOAK-3), got '40d'",
+        "  - sequence.stages.0.rolloutStrategy.maxUnavailable: maxUnavailable: '10' is neither a count "
+        "(integer >= 0) nor a percentage like '10%'",
+        "  - sequence.stages.0.rolloutStrategy.autoPartitionSize: autoPartitionSize resolves to 0 clusters "
+        "per partition",
+        "  - sequence.stages.0.rolloutStrategy.maxNew: Input should be greater than or equal to 1",
+    ]
+
+
+def test_validate_seq_2_cluster_in_two_stages_is_a_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "two.yaml"
+    path.write_text(
+        "clusters: [{name: c1, labels: {env: a, tier: b}, version: 1.30.5}]\n"
+        "sequence: {stages: [{name: a, clusterSelector: {matchLabels: {env: a}}},"
+        " {name: b, clusterSelector: {matchLabels: {tier: b}}}]}\n"
+    )
+    assert main(["validate", str(path)]) == 1
+    assert "  - clusters.c1: selected by stages a, b; a cluster belongs to at most one stage (SEQ-2)" in (
+        capsys.readouterr().err.splitlines()
+    )
+
+
+def test_validate_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(tmp_path / "nope.yaml")]) == 1
+    err = capsys.readouterr().err
+    assert "cannot read" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_plan_works_on_every_scenario(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(path), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [s["name"] for s in plan["stages"]]
+    for stage in plan["stages"]:
+        for part in stage["partitions"]:
+            assert 0 <= part["maxUnavailable"] <= len(part["clusters"])
+    assert set(plan["eligibility"]) and all("controlPlane" in e for e in plan["eligibility"].values())
+
+
+def test_plan_gate_4_warns_and_shows_stage_times(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(SHARED / "gke-bank-soak.yaml"), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert any("maxUnavailable is 100%" in w and "GATE-4" in w for w in plan["warnings"])
+    testing = plan["stages"][0]["timeline"]["controlPlane"]
+    # SOAK-3: 14 days of soak after a 10-minute upgrade
+    assert testing == {
+        "earliestStart": "2026-01-01T00:00:00+00:00",
+        "earliestFinish": "2026-01-15T00:10:00+00:00",
+        "stuck": None,
+    }
+
+
+def test_simulate_prints_a_timeline(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", str(SHARED / "gke-empty-first-stage.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "x/controlPlane: STUCK" in out
+    assert "first stage has no clusters" in out
