@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
+
 from rollout_executor.settings import ExecutorSettings
 from rollout_health.settings import MonitorSettings, ReporterSettings
 from rollout_planner.service.settings import PlannerSettings

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 from pydantic_settings import BaseSettings
+
 from rollout_executor.settings import ExecutorSettings
 from rollout_health.settings import MonitorSettings, ReporterSettings
 from rollout_planner.service.settings import PlannerSettings

@@ -11,6 +11,7 @@ import shlex
 
 import pytest
 from deploy_model import REPO, SETTINGS_BY_COMMAND, accepted_env_names
+
 from rollout_cli.main import build_parser
 
 OPERATIONS = REPO / "docs" / "operations.md"

@@ -27,6 +27,7 @@ from deploy_model import (
 from faust.web.base import Web
 from mode.utils.imports import symbol_by_name
 from pydantic_settings import BaseSettings
+
 from rollout_cli import configdoc
 from rollout_executor.settings import ExecutorSettings
 from rollout_health.monitor import HealthMonitor

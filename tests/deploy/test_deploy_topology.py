@@ -24,6 +24,7 @@ from deploy_model import (
     pod_spec,
     settings_for,
 )
+
 from rollout_cli.main import main as rollout
 from rollout_common.topics import ALL
 from rollout_common.topics.catalog import STAGE_ADVANCE
