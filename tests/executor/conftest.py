@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_adapters.memory_store import MemoryStore
 from rollout_common.commands import StageAdvance

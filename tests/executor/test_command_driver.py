@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from rollout_common.errors import InvalidInputError
 from rollout_common.status import Track
 from rollout_executor.drivers.command import CommandDriver

@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 from conftest import CountingDriver, ExecutorFactory, dead_letters, results, send, stage_advance
+
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_adapters.memory_store import MemoryStore
 from rollout_common.ports import Record

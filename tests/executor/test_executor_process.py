@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_common.commands import StageAdvance
 from rollout_common.envelope import decode, encode
@@ -141,7 +142,7 @@ async def test_a_killed_executors_batch_is_finished_by_another_without_double_up
     command_driver = {
         "driver": "command",
         "command__executable": sys.executable,
-        "command__args": f'["{FAKE_UPGRADE}", "{log_file}", "1.0"]',
+        "command__args": f'["{FAKE_UPGRADE}", "{log_file}", "2.0"]',
         "max_concurrent_upgrades": "2",
         "lease_s": "2",
     }
@@ -153,13 +154,14 @@ async def test_a_killed_executors_batch_is_finished_by_another_without_double_up
         text = log_file.read_text() if log_file.exists() else ""
         return Counter(line.split()[1] for line in text.splitlines() if line.startswith(kind))
 
-    async with asyncio.timeout(40):
-        while True:  # polling a file: there is nothing to wait on
-            if sum(lines("done").values()) >= 2:
-                break
-            await asyncio.sleep(0.05)
-    # Mid-batch: two upgrades finished, two running. The whole process group dies at once,
-    # as a pod does; nothing was committed.
+    # Two results recorded (they are recorded before they are published) and two upgrades
+    # running. Then the whole process group dies at once, as a pod does; nothing was committed.
+    await _results_until(
+        kafka_bootstrap,
+        prefix + UPGRADE_RESULTS.name,
+        lambda seen: sum(r.outcome == "succeeded" for r in seen) >= 2,
+        timeout_s=40,
+    )
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     finished_by_first = set(lines("done"))
@@ -170,6 +172,8 @@ async def test_a_killed_executors_batch_is_finished_by_another_without_double_up
     assert done == dict.fromkeys(clusters, 1), "every cluster upgraded to the end exactly once"
     for cluster in finished_by_first:
         assert starts[cluster] == 1, f"{cluster} was finished and recorded, so never started again"
-    # Interrupted upgrades were started again by the second executor (after the lease expired).
+    # Upgrades interrupted by the kill were started again by the second executor, once their
+    # lease expired.
     assert all(starts[c] <= 2 for c in clusters)
+    assert any(starts[c] == 2 for c in clusters), "the kill was meant to land mid-upgrade"
     assert {r.cluster for r in seen if r.outcome == "succeeded"} == set(clusters)

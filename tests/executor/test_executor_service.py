@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 from conftest import CountingDriver, ExecutorFactory, results, send, stage_advance
+
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_adapters.memory_store import MemoryStore
 from rollout_common.topics.catalog import STAGE_ADVANCE

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+
 from rollout_common.status import Track
 from rollout_executor.drivers import CommandDriver, SimulatedDriver, build_driver
 from rollout_executor.settings import DriverKind, load_settings

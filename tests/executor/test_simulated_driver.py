@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from rollout_common.status import Track
 from rollout_executor.drivers.simulated import SimulatedDriver
 from rollout_executor.settings import SimulatedDriverSettings

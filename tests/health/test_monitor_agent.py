@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Mapping
 
 import faust
 import pytest
+
 from rollout_common.envelope import decode, encode
 from rollout_common.events import Readiness
 from rollout_common.heartbeat import Heartbeat

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
 from rollout_common.envelope import decode, encode
 from rollout_common.events import Readiness
 from rollout_common.heartbeat import Heartbeat

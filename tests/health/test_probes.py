@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_common.events import UpgradeResult
 from rollout_common.status import Track

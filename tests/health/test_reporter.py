@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_common.envelope import decode
 from rollout_common.heartbeat import Heartbeat

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_common.envelope import decode, encode
 from rollout_common.events import UpgradeResult

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 from pydantic import ValidationError
+
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.redis_store import RedisStore
 from rollout_common.errors import RolloutError
-
 from rollout_executor.drivers import build_driver
 from rollout_executor.executor import Executor
 from rollout_executor.json_logs import configure_json_logs

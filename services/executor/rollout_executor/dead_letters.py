@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rollout_common.ports import Bus, Record
-
 from rollout_executor.retry import retried
 
 

@@ -24,7 +24,6 @@ from rollout_common.errors import InvalidInputError, RolloutError
 from rollout_common.events import UpgradeResult
 from rollout_common.ports import Bus, Record
 from rollout_common.topics.catalog import DEAD_LETTER, STAGE_ADVANCE, UPGRADE_RESULTS
-
 from rollout_executor.dead_letters import dead_letter
 from rollout_executor.drivers.port import DriverOutcome, UpgradeDriver
 from rollout_executor.lease import Clock, Lease, LeaseLostError

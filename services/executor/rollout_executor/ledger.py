@@ -7,6 +7,10 @@
   committed. Once it exists the target is never upgraded again: a replayed or re-sent command
   gets the recorded result re-published instead. A failed upgrade is final too: retrying the
   same version means deleting this key on purpose.
+
+The one window left: an executor that dies after its driver finished but before the result is
+recorded has its upgrade run again by the next one. Drivers must therefore be idempotent
+(upgrading a cluster to the version it already runs is a no-op), as GKE's upgrade call is.
 """
 
 from __future__ import annotations
@@ -16,10 +20,10 @@ import uuid
 from dataclasses import dataclass
 
 from pydantic import ValidationError
+
 from rollout_common.errors import InvalidInputError
 from rollout_common.events import UpgradeResult
 from rollout_common.ports import Store
-
 from rollout_executor.lease import Clock, Lease
 from rollout_executor.target import UpgradeTarget
 

@@ -14,7 +14,6 @@ import logging
 from rollout_common.errors import TransientError
 from rollout_common.ports import Bus, Consumer, Record
 from rollout_common.topics.catalog import DEAD_LETTER, STAGE_ADVANCE, UPGRADE_RESULTS
-
 from rollout_executor.executor import Executor
 from rollout_executor.retry import retried
 from rollout_executor.settings import ExecutorSettings

@@ -20,10 +20,10 @@ from typing import Any
 
 import faust
 from pydantic import ValidationError
+
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_common.errors import RolloutError
 from rollout_common.topics.catalog import HEARTBEATS, UPGRADE_RESULTS
-
 from rollout_health.json_logs import configure_json_logs
 from rollout_health.monitor import HealthMonitor
 from rollout_health.probes import build_probe

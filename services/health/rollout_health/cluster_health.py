@@ -8,6 +8,7 @@ After a stale spell, the first heartbeat saying ready publishes ready again.
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
+
 from rollout_common.events import Readiness
 from rollout_common.heartbeat import Heartbeat
 

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import faust
+
 from rollout_adapters.memory_bus import kafka_partition
 from rollout_common.envelope import decode, encode
 from rollout_common.errors import InvalidInputError
@@ -29,7 +30,6 @@ from rollout_common.events import Readiness
 from rollout_common.heartbeat import Heartbeat
 from rollout_common.ports import Record
 from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
-
 from rollout_health.cluster_health import ClusterHealth, after_heartbeat, after_silence
 from rollout_health.outbox import FaustOutbox, Outbox
 from rollout_health.settings import MonitorSettings

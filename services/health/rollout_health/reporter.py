@@ -19,7 +19,6 @@ from rollout_common.errors import TransientError
 from rollout_common.heartbeat import Heartbeat
 from rollout_common.ports import Bus
 from rollout_common.topics.catalog import HEARTBEATS
-
 from rollout_health.probes.port import ProbeResult, ReadinessProbe
 
 log = logging.getLogger(__name__)

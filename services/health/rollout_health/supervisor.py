@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_common.errors import RolloutError
 from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
-
 from rollout_health.settings import MonitorSettings
 
 log = logging.getLogger(__name__)

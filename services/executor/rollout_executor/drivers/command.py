@@ -13,7 +13,6 @@ import logging
 from collections.abc import Sequence
 
 from rollout_common.errors import InvalidInputError
-
 from rollout_executor.drivers.port import DriverOutcome
 from rollout_executor.settings import CommandDriverSettings
 from rollout_executor.target import UpgradeTarget, check_cluster_name, check_version

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rollout_common.ports import Bus
-
 from rollout_health.probes.command import CommandProbe
 from rollout_health.probes.http import HttpProbe
 from rollout_health.probes.port import ProbeResult, ReadinessProbe

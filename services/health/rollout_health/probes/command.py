@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 
 from rollout_common.errors import InvalidInputError
-
 from rollout_health.cluster_names import check_cluster_name
 from rollout_health.probes.port import ProbeResult
 from rollout_health.settings import CommandProbeSettings

@@ -22,7 +22,6 @@ from rollout_common.events import UpgradeResult
 from rollout_common.ports import Bus, Consumer
 from rollout_common.status import Track
 from rollout_common.topics.catalog import UPGRADE_RESULTS
-
 from rollout_health.probes.port import ProbeResult
 from rollout_health.settings import SimulatedProbeSettings
 
