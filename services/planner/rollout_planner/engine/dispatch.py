@@ -21,7 +21,7 @@ from rollout_planner.engine.model import (
     Run,
     StageRec,
 )
-from rollout_planner.engine.tally import refresh
+from rollout_planner.engine.tally import refresh, set_queued
 
 WaitTuple = tuple[str, str | None, dict[str, object]]
 
@@ -155,10 +155,12 @@ def _dispatch_batch(
             return False
     first = version not in partition.first_sent[track]
     limit = partition.max_unavailable
-    if not first and partition.unavailable > cap and partition.unavailable >= limit + cap:
-        # closed even if every candidate were among the unavailable ones: skip the queue work
-        _gate_1_wait(waits, partition, partition.unavailable)
-        return False
+    if not first:
+        # a lower bound of "the other clusters' unavailability": refuse without touching the queue
+        others_at_least = partition.unavailable - min(cap, partition.queued_unavailable[track])
+        if others_at_least > 0 and others_at_least >= limit:
+            _gate_1_wait(waits, partition, partition.unavailable)
+            return False
     batch = _take(state, heap=heap, track=track, version=version, run=run, cap=cap)
     if not batch:
         return False
@@ -216,13 +218,13 @@ def _take(state: EngineState, *, heap: list[str], track: int, version: Version, 
 
 def _can_start(state: EngineState, cluster: ClusterRec, track: int, version: Version) -> bool:
     if cluster.busy or cluster.spec.deprecated_api_usage or (track == NODES and cluster.versions[CP] < version):
-        cluster.queued[track] = False  # queued again when what holds it changes
+        set_queued(state, cluster, track, False)  # queued again when what holds it changes
         return False
     if cluster.spec.maintenance_window is None and not cluster.spec.exclusions:
         return True
     if not blocked(cluster, track, version, state.now):
         return True
-    cluster.queued[track] = False
+    set_queued(state, cluster, track, False)
     opens = next_start(cluster, track, version, state.now)
     cluster.waiting_until[track] = opens if opens is not None else float("inf")
     state.window_blocked.append((cluster.waiting_until[track] or 0.0, cluster.name))
@@ -246,7 +248,7 @@ def _hand_out(
     for cluster in batch:
         cluster.running[track] = version
         cluster.running_cmd[track] = command_id
-        cluster.queued[track] = False
+        set_queued(state, cluster, track, False)
         stage.in_flight += 1
         refresh(state, cluster)
     partition.first_sent[track].add(version)

@@ -68,7 +68,17 @@ class ClusterRec:
 
 
 class PartitionRec:
-    __slots__ = ("first_sent", "index", "max_unavailable", "members", "name", "not_done", "pending", "unavailable")
+    __slots__ = (
+        "first_sent",
+        "index",
+        "max_unavailable",
+        "members",
+        "name",
+        "not_done",
+        "pending",
+        "queued_unavailable",
+        "unavailable",
+    )
 
     def __init__(self, *, index: int, name: str, members: list[str], max_unavailable: int) -> None:
         self.index = index
@@ -77,6 +87,8 @@ class PartitionRec:
         self.max_unavailable = max_unavailable
         self.unavailable = 0
         self.not_done = [0, 0]
+        # per track: queued clusters that are themselves unavailable, so GATE-1 can refuse in O(1)
+        self.queued_unavailable = [0, 0]
         # per track: version -> heap of cluster names waiting for a batch slot (name order, PART-4)
         self.pending: list[dict[Version, list[str]]] = [{}, {}]
         self.first_sent: list[set[Version]] = [set(), set()]

@@ -17,7 +17,11 @@ def refresh(state: EngineState, cluster: ClusterRec) -> None:
     # stage stricter, so it needs no new dispatch (this halves the work per readiness flap).
     loosened = False
     if available != cluster.available:
-        partition.unavailable += -1 if available else 1
+        step = -1 if available else 1
+        partition.unavailable += step
+        for track in TRACK_INDEXES:
+            if cluster.queued[track]:
+                partition.queued_unavailable[track] += step
         cluster.available = available
         loosened = available
     for track in TRACK_INDEXES:
@@ -35,6 +39,9 @@ def detach(state: EngineState, cluster: ClusterRec) -> None:
         partition = state.stages[cluster.stage].partitions[cluster.partition]
         if not cluster.available:
             partition.unavailable -= 1
+            for track in TRACK_INDEXES:
+                if cluster.queued[track]:
+                    partition.queued_unavailable[track] -= 1
         for track in TRACK_INDEXES:
             if cluster.not_done[track]:
                 partition.not_done[track] -= 1
@@ -48,3 +55,13 @@ def attach(state: EngineState, cluster: ClusterRec) -> None:
     cluster.available = True
     cluster.not_done = [False, False]
     refresh(state, cluster)
+
+
+def set_queued(state: EngineState, cluster: ClusterRec, track: int, queued: bool) -> None:
+    """Change whether the cluster waits in its partition's queue, keeping GATE-1's count right."""
+    if cluster.queued[track] == queued:
+        return
+    cluster.queued[track] = queued
+    if not cluster.available and cluster.stage is not None and cluster.partition is not None:
+        partition = state.stages[cluster.stage].partitions[cluster.partition]
+        partition.queued_unavailable[track] += 1 if queued else -1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rollout_planner.engine.eligibility import best_target
 from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState
-from rollout_planner.engine.tally import refresh
+from rollout_planner.engine.tally import refresh, set_queued
 
 
 def retarget(state: EngineState, cluster: ClusterRec) -> None:
@@ -40,7 +40,7 @@ def _retarget_track(state: EngineState, cluster: ClusterRec, track: int) -> None
         cluster.waiting_until[track] = None  # a wait for a window was for the old target's kind of upgrade
     cluster.target[track] = new_version
     cluster.target_run[track] = new_run
-    cluster.queued[track] = False
+    set_queued(state, cluster, track, False)
     if new_run is not None and new_version is not None:
         run = stage.runs[track].get(new_run)
         if run is not None:
@@ -61,6 +61,6 @@ def enqueue(state: EngineState, cluster: ClusterRec, track: int) -> None:
         return
     assert cluster.stage is not None and cluster.partition is not None
     state.stages[cluster.stage].partitions[cluster.partition].push(track, version, cluster.name)
-    cluster.queued[track] = True
+    set_queued(state, cluster, track, True)
     cluster.waiting_until[track] = None
     state.dirty.add(cluster.stage)

@@ -189,13 +189,20 @@ class Scenario(_Model):
             if not isinstance(count, int) or count < 0 or not isinstance(pattern, str):
                 raise ValueError(f"generate[{index}]: needs an integer count >= 0 and a name pattern")
             for i in range(1, count + 1):
-                out.append(Cluster.model_validate({**fields, "name": pattern.format(i=i)}))
+                out.append(Cluster.model_validate({**fields, "name": _generated_name(pattern, i, index)}))
         seen: set[str] = set()
         for cluster in out:
             if cluster.name in seen:
                 raise ValueError(f"cluster {cluster.name} is defined twice")
             seen.add(cluster.name)
         return out
+
+
+def _generated_name(pattern: str, i: int, index: int) -> str:
+    try:
+        return pattern.format(i=i)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"generate.{index}.name: {pattern!r} is not a name pattern with {{i}} ({exc!r})") from exc
 
 
 class ScenarioError(ValueError):
