@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rollout_common.version import Version
-
 from rollout_planner.engine.model import NODES, ClusterRec
 
 _MAX_STEPS = 64

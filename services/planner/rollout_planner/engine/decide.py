@@ -21,11 +21,10 @@ from rollout_common.fleet import Cluster
 from rollout_common.sequence import Sequence
 from rollout_common.status import RolloutState
 from rollout_common.version import parse_minor, parse_version
-
 from rollout_planner.engine import lifecycle, operations, results
 from rollout_planner.engine.dispatch import dispatch_stage
 from rollout_planner.engine.inventory import apply_inventory, build_fleet
-from rollout_planner.engine.model import CP, NODES, EngineState, Offer, RolloutRec
+from rollout_planner.engine.model import CP, NODES, EngineState, Offer, RolloutRec, put
 from rollout_planner.engine.targets import enqueue
 
 _SETTLE_ROUNDS = 1000
@@ -123,7 +122,7 @@ def _fire_timers(state: EngineState) -> None:
             name, track = timer.key
             cluster = state.clusters.get(str(name))
             if cluster is not None and cluster.waiting_until[int(track)] is not None:  # type: ignore[call-overload]
-                cluster.waiting_until[int(track)] = None  # type: ignore[call-overload]
+                cluster.waiting_until = put(cluster.waiting_until, int(track), None)  # type: ignore[call-overload]
                 enqueue(state, cluster, int(track))  # type: ignore[call-overload]
             continue
         stage_index, track, rollout_id = timer.key

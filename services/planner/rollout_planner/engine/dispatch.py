@@ -8,7 +8,6 @@ from rollout_common.commands import StageAdvance, WaitChanged
 from rollout_common.quantity import resolve
 from rollout_common.status import TRACKS, StageState, WaitRule
 from rollout_common.version import Version
-
 from rollout_planner.engine.availability import blocked, next_start
 from rollout_planner.engine.lifecycle import finish_if_done, revisit_stuck
 from rollout_planner.engine.model import (
@@ -20,6 +19,7 @@ from rollout_planner.engine.model import (
     PartitionRec,
     Run,
     StageRec,
+    put,
 )
 from rollout_planner.engine.tally import refresh, set_queued
 
@@ -226,8 +226,9 @@ def _can_start(state: EngineState, cluster: ClusterRec, track: int, version: Ver
         return True
     set_queued(state, cluster, track, False)
     opens = next_start(cluster, track, version, state.now)
-    cluster.waiting_until[track] = opens if opens is not None else float("inf")
-    state.window_blocked.append((cluster.waiting_until[track] or 0.0, cluster.name))
+    until = opens if opens is not None else float("inf")
+    cluster.waiting_until = put(cluster.waiting_until, track, until)
+    state.window_blocked.append((until, cluster.name))
     if opens is not None:
         state.add_timer(opens, "cluster", cluster.name, track)
     return False
@@ -247,7 +248,7 @@ def _hand_out(
     command_id = f"{run.rollout_id}/{stage.spec.name}/{TRACKS[track].value}/{state.next_command}"
     for cluster in batch:
         cluster.running[track] = version
-        cluster.running_cmd[track] = command_id
+        cluster.running_cmd = put(cluster.running_cmd, track, command_id)
         set_queued(state, cluster, track, False)
         stage.in_flight += 1
         refresh(state, cluster)

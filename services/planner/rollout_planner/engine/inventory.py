@@ -7,7 +7,6 @@ from collections.abc import Iterable
 from rollout_common.commands import Notice
 from rollout_common.events import InventoryChange
 from rollout_common.fleet import Cluster
-
 from rollout_planner.engine.lifecycle import revisit_stuck
 from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState, PartitionRec, StageRec
 from rollout_planner.engine.partitioning import assign_stages, plan_partitions

@@ -5,7 +5,6 @@ from __future__ import annotations
 from rollout_common.commands import RolloutTransition, StageTransition
 from rollout_common.status import TRACKS, RolloutState, StageReason, StageState
 from rollout_common.version import Version
-
 from rollout_planner.engine.eligibility import on_offered, would_take
 from rollout_planner.engine.model import CP, MAX_UPGRADE_TIME, NODES, EngineState, Offer, Run, StageRec
 from rollout_planner.engine.targets import retarget

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from rollout_common.commands import Command
 from rollout_common.fleet import Cluster
@@ -15,6 +16,18 @@ CP = 0
 NODES = 1
 TRACK_INDEXES = (CP, NODES)
 MAX_UPGRADE_TIME = 30 * 86400.0
+
+
+NO_PAIR: tuple[None, None] = (None, None)
+NOT_DONE_BY: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+
+T = TypeVar("T")
+
+
+def put(pair: tuple[T, T], track: int, value: T) -> tuple[T, T]:
+    """The pair with one track's value replaced (the shared empty pair when both are None)."""
+    out = (value, pair[1]) if track == 0 else (pair[0], value)
+    return NO_PAIR if out == NO_PAIR else out
 
 
 class ClusterRec:
@@ -48,14 +61,16 @@ class ClusterRec:
         self.versions: list[Version] = [spec.control_plane, spec.nodes]
         self.ready = True
         self.running: list[Version | None] = [None, None]
-        self.running_cmd: list[str | None] = [None, None]
+        # rarely written per-track fields share one immutable pair until written: a fleet of a
+        # million clusters then carries no per-cluster copies of "nothing yet"
+        self.running_cmd: tuple[str | None, str | None] = NO_PAIR
         self.awaiting_ready = False
-        self.failed: list[str | None] = [None, None]
+        self.failed: tuple[str | None, str | None] = NO_PAIR
         self.target: list[Version | None] = [None, None]
         self.target_run: list[str | None] = [None, None]
-        self.done_by: list[set[str]] = [set(), set()]
+        self.done_by: tuple[frozenset[str], frozenset[str]] = NOT_DONE_BY
         self.queued: list[bool] = [False, False]
-        self.waiting_until: list[float | None] = [None, None]
+        self.waiting_until: tuple[float | None, float | None] = NO_PAIR
         self.available = True
         self.not_done = [False, False]
 
@@ -64,7 +79,7 @@ class ClusterRec:
         return self.running[CP] is not None or self.running[NODES] is not None
 
     def compute_available(self) -> bool:
-        return self.ready and not self.busy and not self.awaiting_ready and self.failed == [None, None]
+        return self.ready and not self.busy and not self.awaiting_ready and self.failed is NO_PAIR
 
 
 class PartitionRec:

@@ -6,7 +6,6 @@ from rollout_common.commands import CommandAck, RolloutTransition
 from rollout_common.events import OperatorCommand
 from rollout_common.status import RolloutState, StageReason, StageState
 from rollout_common.version import VersionError, parse_version
-
 from rollout_planner.engine.lifecycle import complete, set_state, soak_seconds, update_rollout
 from rollout_planner.engine.model import TRACK_INDEXES, EngineState, RolloutRec
 from rollout_planner.engine.targets import retarget

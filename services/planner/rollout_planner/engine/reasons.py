@@ -5,7 +5,6 @@ from __future__ import annotations
 from rollout_common.commands import Wait
 from rollout_common.status import WaitRule
 from rollout_common.window import from_epoch
-
 from rollout_planner.engine.model import EngineState, StageRec
 
 _NAMES_SHOWN = 20

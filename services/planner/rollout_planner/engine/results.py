@@ -7,9 +7,8 @@ from rollout_common.events import Readiness, UpgradeResult
 from rollout_common.quantity import resolve
 from rollout_common.status import TRACKS, StageReason, StageState
 from rollout_common.version import parse_version
-
 from rollout_planner.engine.lifecycle import set_state
-from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState
+from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, put
 from rollout_planner.engine.tally import refresh
 from rollout_planner.engine.targets import enqueue, retarget
 
@@ -32,7 +31,7 @@ def apply_result(state: EngineState, event: UpgradeResult) -> None:
     if event.outcome == "started":
         return
     cluster.running[track] = None
-    cluster.running_cmd[track] = None
+    cluster.running_cmd = put(cluster.running_cmd, track, None)
     stage = state.stages[cluster.stage] if cluster.stage is not None else None
     if stage is not None:
         stage.in_flight -= 1
@@ -53,7 +52,7 @@ def _succeeded(state: EngineState, cluster: ClusterRec, track: int) -> None:
     cluster.target[track] = None
     cluster.target_run[track] = None
     if run_id is not None:
-        cluster.done_by[track].add(run_id)
+        cluster.done_by = put(cluster.done_by, track, cluster.done_by[track] | {run_id})
         if cluster.stage is not None:
             run = state.stages[cluster.stage].runs[track].get(run_id)
             if run is not None:
@@ -63,7 +62,7 @@ def _succeeded(state: EngineState, cluster: ClusterRec, track: int) -> None:
 
 
 def _failed(state: EngineState, cluster: ClusterRec, track: int, error: str) -> None:
-    cluster.failed[track] = error
+    cluster.failed = put(cluster.failed, track, error)
     refresh(state, cluster)
     if cluster.stage is None:
         return

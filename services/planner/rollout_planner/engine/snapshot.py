@@ -14,9 +14,8 @@ from rollout_common.fleet import Cluster
 from rollout_common.sequence import Sequence
 from rollout_common.status import RolloutState, StageState
 from rollout_common.version import Version, parse_minor, parse_version
-
 from rollout_planner.engine.inventory import rebuild_stage
-from rollout_planner.engine.model import ClusterRec, EngineState, Offer, PartitionRec, RolloutRec, Run
+from rollout_planner.engine.model import NO_PAIR, ClusterRec, EngineState, Offer, PartitionRec, RolloutRec, Run, put
 
 FORMAT_VERSION = 1
 
@@ -159,16 +158,20 @@ def _load_rollout(raw: dict[str, Any]) -> RolloutRec:
     )
 
 
+def _pair(raw: list[Any]) -> Any:
+    return put(put(NO_PAIR, 0, raw[0]), 1, raw[1])
+
+
 def _load_cluster(raw: dict[str, Any]) -> ClusterRec:
     record = ClusterRec(Cluster.model_validate(raw["spec"]))
     record.versions = [parse_version(v) for v in raw["versions"]]
     record.ready = raw["ready"]
     record.running = [_pv(v) for v in raw["running"]]
-    record.running_cmd = raw["runningCmd"]
+    record.running_cmd = _pair(raw["runningCmd"])
     record.awaiting_ready = raw["awaitingReady"]
-    record.failed = raw["failed"]
-    record.done_by = [set(s) for s in raw["doneBy"]]
-    record.waiting_until = raw["waitingUntil"]
+    record.failed = _pair(raw["failed"])
+    record.done_by = (frozenset(raw["doneBy"][0]), frozenset(raw["doneBy"][1]))
+    record.waiting_until = _pair(raw["waitingUntil"])
     for track, kept in enumerate(raw["runningTarget"]):
         if kept is not None:
             record.target[track] = _pv(kept[0])

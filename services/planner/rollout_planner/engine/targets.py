@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rollout_planner.engine.eligibility import best_target
-from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState
+from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState, put
 from rollout_planner.engine.tally import refresh, set_queued
 
 
@@ -29,7 +29,8 @@ def _retarget_track(state: EngineState, cluster: ClusterRec, track: int) -> None
         return
     old_run = cluster.target_run[track]
     if cluster.failed[track] is not None and cluster.target[track] is not None and new_version is not None:
-        cluster.failed[track] = None  # a different target is a new attempt; the failure stays in the log
+        # a different target is a new attempt; the failure stays in the log
+        cluster.failed = put(cluster.failed, track, None)
     if old_run is not None:
         run = stage.runs[track].get(old_run)
         if run is not None:
@@ -37,7 +38,8 @@ def _retarget_track(state: EngineState, cluster: ClusterRec, track: int) -> None
             if new_run is not None and new_run != old_run:
                 run.superseded += 1
     if cluster.target[track] is not None:
-        cluster.waiting_until[track] = None  # a wait for a window was for the old target's kind of upgrade
+        # a wait for a window was for the old target's kind of upgrade
+        cluster.waiting_until = put(cluster.waiting_until, track, None)
     cluster.target[track] = new_version
     cluster.target_run[track] = new_run
     set_queued(state, cluster, track, False)
@@ -62,5 +64,5 @@ def enqueue(state: EngineState, cluster: ClusterRec, track: int) -> None:
     assert cluster.stage is not None and cluster.partition is not None
     state.stages[cluster.stage].partitions[cluster.partition].push(track, version, cluster.name)
     set_queued(state, cluster, track, True)
-    cluster.waiting_until[track] = None
+    cluster.waiting_until = put(cluster.waiting_until, track, None)
     state.dirty.add(cluster.stage)

@@ -6,7 +6,6 @@ from typing import Any
 
 from rollout_common.quantity import resolve
 from rollout_common.status import TRACKS, ClusterStatus, IneligibleType, PauseType, StageState
-
 from rollout_planner.engine.eligibility import offered_versions
 from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState, StageRec
 from rollout_planner.engine.reasons import describe_waits, window_waits
