@@ -16,13 +16,14 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.table import Table
+
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.redis_store import RedisStore
 from rollout_common import envelope
@@ -36,6 +37,7 @@ from rollout_planner.simulation.scenario import ScenarioError, load_scenario
 # Long enough for a broker that is up but slow; short enough that a wrong address fails fast.
 _CONNECT_TIMEOUT_S = 20.0
 _WAIT_SHOWN = 5
+_PIPED_WIDTH = 200
 
 
 class UserError(Exception):
@@ -131,7 +133,7 @@ def _common_options() -> argparse.ArgumentParser:
     return common
 
 
-def _handler(run: Callable[[argparse.Namespace], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
+def _handler(run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]]) -> Callable[[argparse.Namespace], int]:
     """Run an async command; turn the errors a person can cause into one line and exit code 2."""
 
     def handle(args: argparse.Namespace) -> int:
@@ -194,7 +196,10 @@ async def _soak(args: argparse.Namespace) -> int:
 
 def _command(**fields: Any) -> OperatorCommand:
     user = os.environ.get("USER") or "unknown"
-    return _validated(OperatorCommand, command_id=f"cmd-{uuid.uuid4().hex[:12]}", issued_by=user, **fields)
+    command: OperatorCommand = _validated(
+        OperatorCommand, command_id=f"cmd-{uuid.uuid4().hex[:12]}", issued_by=user, **fields
+    )
+    return command
 
 
 async def _apply(args: argparse.Namespace) -> int:
@@ -217,7 +222,7 @@ async def _apply(args: argparse.Namespace) -> int:
 
 
 async def _publish(
-    args: argparse.Namespace, topic: TopicDef, items: list[tuple[BaseModel, str]], *, create_topics: bool = False
+    args: argparse.Namespace, topic: TopicDef, items: Sequence[tuple[BaseModel, str]], *, create_topics: bool = False
 ) -> None:
     bus = KafkaBus(args.bootstrap, client_id=args.source)
     name = args.topic_prefix + topic.name
@@ -279,7 +284,8 @@ async def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(document, indent=2))
         return 0
-    _render_status(document, Console())
+    # Piped or captured output gets wide lines instead of rich's 80-column wrapping, so it greps.
+    _render_status(document, Console(width=None if sys.stdout.isatty() else _PIPED_WIDTH))
     return 0
 
 

@@ -22,10 +22,11 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from service_processes import ServiceProcesses
+
 from rollout_common.topics.catalog import PROGRESS, RELEASE_TARGETS, STAGE_ADVANCE, UPGRADE_RESULTS
 from rollout_planner.simulation.runner import simulate
 from rollout_planner.simulation.scenario import Scenario
-from service_processes import ServiceProcesses
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from rollout_common.errors import InvalidInputError, PermanentError
-
 from rollout_planner.service import log_format
 from rollout_planner.service.runtime import serve
 from rollout_planner.service.settings import load_settings

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import ValidationError
+
 from rollout_common.errors import InvalidInputError
 from rollout_common.ports import Store
 from rollout_common.sequence import Sequence
-
 from rollout_planner.engine import EngineState, new_state
 from rollout_planner.service.checkpoint import SEQUENCE_KEY
 from rollout_planner.simulation.scenario import ScenarioError, load_scenario

@@ -7,9 +7,10 @@ same ids and any consumer can drop the duplicate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
+
 from rollout_common import envelope
 from rollout_common.commands import Command, StageAdvance, WakeAt
 from rollout_common.ports import Record
@@ -76,8 +77,3 @@ def _subject(command: Command) -> str | None:
     """The rollout a message is about, so subscribers can filter without parsing the body."""
     rollout_id = getattr(command, "rollout_id", None)
     return rollout_id if isinstance(rollout_id, str) else None
-
-
-def header_text(headers: Mapping[str, bytes], name: str) -> str | None:
-    raw = headers.get(name)
-    return None if raw is None else raw.decode(errors="replace")

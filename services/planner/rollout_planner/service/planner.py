@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -26,7 +27,6 @@ from rollout_common.errors import InvalidInputError, PermanentError, TransientEr
 from rollout_common.events import Event, EventBatch, WakeUp
 from rollout_common.ports import Bus, Consumer, Record, Store
 from rollout_common.topics import ALL
-
 from rollout_planner.engine import EngineState, decide
 from rollout_planner.engine import snapshot as engine_snapshot
 from rollout_planner.service.checkpoint import (
@@ -39,7 +39,7 @@ from rollout_planner.service.checkpoint import (
 from rollout_planner.service.clock import Clock
 from rollout_planner.service.intake import Intake, in_decision_order
 from rollout_planner.service.metrics import PlannerMetrics
-from rollout_planner.service.outbox import Outbox
+from rollout_planner.service.outbox import Outbox, OutboxMessage
 from rollout_planner.service.settings import PlannerSettings
 from rollout_planner.service.status_document import encode_status
 
@@ -242,13 +242,13 @@ class Planner:
             self._published = self.checkpoint.batch
             return
         for message in self.checkpoint.outbox:
-            await self._retrying(
-                f"publish to {message.topic}",
-                lambda m=message: self._bus.publish(m.topic, key=m.key, value=m.value, headers=m.headers),
-            )
+            await self._retrying(f"publish to {message.topic}", functools.partial(self._publish, message))
         batch = self.checkpoint.batch
         await self._retrying("mark the outbox published", lambda: self._store.put(PUBLISHED_KEY, str(batch).encode()))
         self._published = batch
+
+    async def _publish(self, message: OutboxMessage) -> None:
+        await self._bus.publish(message.topic, key=message.key, value=message.value, headers=message.headers)
 
     async def _commit(self, records: Sequence[Record]) -> None:
         if not records or self._consumer is None:

@@ -11,7 +11,6 @@ import time
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.redis_store import RedisStore
 from rollout_common.ports import Store
-
 from rollout_planner.engine import EngineState
 from rollout_planner.service import initial_state
 from rollout_planner.service.checkpoint import CLOCK_ORIGIN_KEY

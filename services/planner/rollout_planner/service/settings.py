@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
 from rollout_common.errors import InvalidInputError
 
 
