@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
+
 from rollout_common import envelope
 from rollout_common.commands import StageAdvance
 from rollout_common.events import Readiness, ReleaseTarget, UpgradeResult

@@ -17,13 +17,14 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 from planner_harness import NEW, OLD, START, FakeFleet, make_planner, release
+from topic_reader import Message, bodies, header, produce, read_topic
+
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.redis_store import RedisStore
 from rollout_common.topics import ALL
 from rollout_common.topics.catalog import DEAD_LETTER, PROGRESS, RELEASE_TARGETS, STAGE_ADVANCE
 from rollout_planner.service.clock import ManualClock
 from rollout_planner.service.planner import Planner
-from topic_reader import Message, bodies, header, produce, read_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -79,6 +80,11 @@ def advances_at_least(count: int):  # type: ignore[no-untyped-def]
     return lambda records: len(records) >= count
 
 
+def decisions_at_least(count: int):  # type: ignore[no-untyped-def]
+    """Distinct command ids: a batch re-published after a kill counts once."""
+    return lambda records: len({b["commandId"] for b in bodies(records)}) >= count
+
+
 def assert_two_decisions(records: list[Message]) -> None:
     """The canary's two batches, each decided once. A batch published again after a kill (its
     outbox not yet marked published) is allowed: same id, same bytes, and executors drop it."""
@@ -110,12 +116,19 @@ async def test_release_malformed_message_and_results_flow_through_kafka_and_redi
         fleet = FakeFleet(bus, prefix)
         records = [first]
         await fleet.answer(records)
-        records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=advances_at_least(2))
+        records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=decisions_at_least(2))
         assert sorted((b["stage"], b["track"]) for b in bodies(records)) == [
             ("canary", "controlPlane"),
             ("canary", "nodes"),
         ]
+        # The control plane soaks once its clusters are reported ready again (GATE-1).
+        await read_topic(
+            kafka_bootstrap,
+            prefix + PROGRESS.name,
+            until=lambda rs: any(b.get("state") == "SOAKING" for b in bodies(rs)),
+        )
 
+    # After the transition is published, the status written in the same batch is there too.
     client = aioredis.Redis.from_url(redis_url)
     try:
         status = json.loads(await client.get(f"{prefix}:status") or b"{}")
@@ -155,9 +168,9 @@ async def test_a_cancelled_planner_resumes_without_repeating_a_batch(
 
     async with kafka_planner(kafka_bootstrap, redis_url, prefix, clock) as second, running(second):
         await FakeFleet(bus, prefix).answer(records)
-        records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=advances_at_least(2))
+        records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=decisions_at_least(2))
         await asyncio.sleep(1.0)  # room for a wrongly repeated batch to show up
-    records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=advances_at_least(2))
+    records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=decisions_at_least(2))
     assert_two_decisions(records)
 
 
@@ -275,7 +288,7 @@ async def test_a_killed_planner_process_restarts_and_resumes(
     second = _start(started, env)
     await _until_ready(second, port, _log_path(env, 1))
     await FakeFleet(bus, prefix).answer(records)
-    records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=advances_at_least(2))
+    records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=decisions_at_least(2))
     assert_two_decisions(records)
     second.send_signal(signal.SIGTERM)
     assert second.wait(15) == 0

@@ -15,6 +15,7 @@ from planner_harness import (
     publish,
     release,
 )
+
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_adapters.memory_store import MemoryStore
 from rollout_common.errors import PermanentError, TransientError

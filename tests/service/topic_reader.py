@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+
 from rollout_common.topics import ALL
 
 Message = ConsumerRecord[bytes, bytes]
