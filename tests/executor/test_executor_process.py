@@ -16,6 +16,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from rollout_adapters.kafka_bus import KafkaBus
+from rollout_adapters.redis_store import RedisStore
 from rollout_common.commands import StageAdvance
 from rollout_common.envelope import decode, encode
 from rollout_common.events import UpgradeResult
@@ -134,7 +135,7 @@ async def test_a_command_from_any_producer_is_upgraded_and_reported(
 
 
 async def test_a_killed_executors_batch_is_finished_by_another_without_double_upgrades(
-    kafka_bootstrap: str, topic_prefix: str, spawn_executor: Spawn, tmp_path: Path
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str, spawn_executor: Spawn, tmp_path: Path
 ) -> None:
     prefix = f"{topic_prefix}."
     await _create_topics(kafka_bootstrap, prefix)
@@ -154,14 +155,18 @@ async def test_a_killed_executors_batch_is_finished_by_another_without_double_up
         text = log_file.read_text() if log_file.exists() else ""
         return Counter(line.split()[1] for line in text.splitlines() if line.startswith(kind))
 
-    # Two results recorded (they are recorded before they are published) and two upgrades
-    # running. Then the whole process group dies at once, as a pod does; nothing was committed.
-    await _results_until(
-        kafka_bootstrap,
-        prefix + UPGRADE_RESULTS.name,
-        lambda seen: sum(r.outcome == "succeeded" for r in seen) >= 2,
-        timeout_s=40,
-    )
+    # Wait for results recorded in Redis and upgrades running at the same time; then the whole
+    # process group dies at once, as a pod does; nothing was committed.
+    store = RedisStore(redis_url, namespace=topic_prefix)
+    try:
+        async with asyncio.timeout(40):
+            while True:  # polling a file and Redis: there is nothing to wait on
+                recorded = await store.keys("executor:result:")
+                if len(recorded) >= 2 and sum(lines("start").values()) > sum(lines("done").values()):
+                    break
+                await asyncio.sleep(0.05)
+    finally:
+        await store.close()
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     finished_by_first = set(lines("done"))
