@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import pytest
+
 from rollout_devenv import DevenvError, KafkaBroker, RedisServer
 
 

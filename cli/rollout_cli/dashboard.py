@@ -18,6 +18,7 @@ from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+
 from rollout_common.duration import format_duration
 
 Doc = Mapping[str, Any]

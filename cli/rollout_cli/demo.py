@@ -20,14 +20,6 @@ from typing import Any
 import yaml
 from rich.console import Console
 from rich.live import Live
-from rollout_common.commands import Command, Notice, RolloutTransition, StageAdvance, StageTransition, Wait
-from rollout_common.duration import format_duration
-from rollout_common.status import TRACKS
-from rollout_planner.engine.model import TRACK_INDEXES
-from rollout_planner.engine.reasons import describe_waits, window_waits
-from rollout_planner.engine.views import cluster_status, stage_view
-from rollout_planner.simulation.runner import Simulator
-from rollout_planner.simulation.scenario import Scenario, ScenarioError, load_scenario
 
 from rollout_cli.dashboard import (
     Attention,
@@ -37,6 +29,14 @@ from rollout_cli.dashboard import (
     names_text,
     summary_table,
 )
+from rollout_common.commands import Command, Notice, RolloutTransition, StageAdvance, StageTransition, Wait
+from rollout_common.duration import format_duration
+from rollout_common.status import TRACKS
+from rollout_planner.engine.model import TRACK_INDEXES
+from rollout_planner.engine.reasons import describe_waits, window_waits
+from rollout_planner.engine.views import cluster_status, stage_view
+from rollout_planner.simulation.runner import Simulator
+from rollout_planner.simulation.scenario import Scenario, ScenarioError, load_scenario
 
 # Simulated seconds per wall second: a 10-minute control-plane upgrade takes 0.4 s, and the built-in
 # fleet (about 9 busy hours, then the fast-forwarded wait for the forced soak) about 30 s.

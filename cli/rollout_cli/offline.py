@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
 from rollout_planner.simulation.preview import preview
 from rollout_planner.simulation.runner import simulate
 from rollout_planner.simulation.scenario import ScenarioError, load_scenario

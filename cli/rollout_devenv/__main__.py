@@ -35,12 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     services = parser.add_subparsers(dest="service", required=True)
     kafka = services.add_parser("kafka", help="single-node Apache Kafka (KRaft)")
     kafka_actions = kafka.add_subparsers(dest="action", required=True)
-    kafka_actions.add_parser(
-        "fetch", help="fetch the broker's jars (once per machine) and print their folder"
-    )
-    kafka_run = kafka_actions.add_parser(
-        "run", help="start a broker, print KAFKA_BOOTSTRAP=..., stop on Ctrl-C"
-    )
+    kafka_actions.add_parser("fetch", help="fetch the broker's jars (once per machine) and print their folder")
+    kafka_run = kafka_actions.add_parser("run", help="start a broker, print KAFKA_BOOTSTRAP=..., stop on Ctrl-C")
     kafka_run.add_argument("--data-dir", type=Path, help="keep the broker's data here (default: a temp dir)")
     redis = services.add_parser("redis", help="Debian's redis-server")
     redis_actions = redis.add_subparsers(dest="action", required=True)

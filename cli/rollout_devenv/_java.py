@@ -20,9 +20,7 @@ MAX_JAVA = 21
 def java_major(java: Path) -> int | None:
     """The feature version of a `java` binary (17 for "17.0.15"), None when it does not run."""
     try:
-        done = subprocess.run(
-            [str(java), "-version"], capture_output=True, text=True, timeout=30, check=False
-        )
+        done = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     match = re.search(r'version "(\d+)(?:\.(\d+))?', done.stderr)
@@ -66,7 +64,5 @@ def java_home(java: Path) -> Path:
 def find_maven() -> Path:
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise DevenvError(
-            "mvn not found on PATH; install Maven (apt-get install maven) to fetch the Kafka jars"
-        )
+        raise DevenvError("mvn not found on PATH; install Maven (apt-get install maven) to fetch the Kafka jars")
     return Path(mvn)

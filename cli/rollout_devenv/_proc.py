@@ -74,9 +74,7 @@ def port_open(port: int, *, host: str = LOOPBACK) -> bool:
     return False
 
 
-def spawn(
-    cmd: list[str], *, log_path: Path, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.Popen[bytes]:
+def spawn(cmd: list[str], *, log_path: Path, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start `cmd` with its output appended to `log_path`, in a session of its own.
 
     Its own session keeps a Ctrl-C in the terminal from reaching it before we stop it in order,

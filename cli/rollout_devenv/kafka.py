@@ -255,9 +255,7 @@ class KafkaBroker:
     clients reconnect to the same bootstrap address and find what was written before.
     """
 
-    def __init__(
-        self, *, data_dir: Path | None = None, start_timeout_s: float = DEFAULT_START_TIMEOUT_S
-    ) -> None:
+    def __init__(self, *, data_dir: Path | None = None, start_timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
         # A data dir made here is ours to delete in `stop(remove_data=True)`; a given one is not.
         self._owns_data_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="rollout-kafka-")) if data_dir is None else data_dir
@@ -357,9 +355,7 @@ class KafkaBroker:
 
         deadline = time.monotonic() + self.start_timeout_s
         port = self.ports.broker
-        if not wait_until(
-            lambda: port_open(port), alive=lambda: self.running, timeout_s=self.start_timeout_s
-        ):
+        if not wait_until(lambda: port_open(port), alive=lambda: self.running, timeout_s=self.start_timeout_s):
             self._fail_start("its port never opened")
         reason = ""
         while time.monotonic() < deadline:

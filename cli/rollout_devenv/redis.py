@@ -74,9 +74,7 @@ class RedisServer:
         return f"redis://{LOOPBACK}:{self.port}/0"
 
     def _command(self, binary: Path) -> list[str]:
-        persistence = (
-            ["--appendonly", "yes", "--appendfsync", "always"] if self.aof else ["--appendonly", "no"]
-        )
+        persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.aof else ["--appendonly", "no"]
         return [
             str(binary),
             "--port",
@@ -106,15 +104,11 @@ class RedisServer:
         self._proc = spawn(self._command(binary), log_path=self.log_path, cwd=self.data_dir)
         atexit.register(self.stop)
         port = self.port
-        if not wait_until(
-            lambda: redis_answers_ping(port), alive=lambda: self.running, timeout_s=self.start_timeout_s
-        ):
+        if not wait_until(lambda: redis_answers_ping(port), alive=lambda: self.running, timeout_s=self.start_timeout_s):
             proc = self._proc
             why = f"it exited with code {proc.returncode}" if proc.poll() is not None else "no answer to PING"
             self.stop()
-            raise DevenvError(
-                f"redis-server did not start: {why}; see {self.log_path}", detail=log_tail(self.log_path)
-            )
+            raise DevenvError(f"redis-server did not start: {why}; see {self.log_path}", detail=log_tail(self.log_path))
 
     def stop(self, *, remove_data: bool = False) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 15 s); `remove_data` also deletes a data

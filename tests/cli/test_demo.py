@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from rollout_cli.demo import scale_fleet
 from rollout_cli.main import main
 

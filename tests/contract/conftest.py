@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import pytest
+
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_adapters.memory_store import MemoryStore
@@ -93,9 +94,7 @@ def redis_or_memory(request: pytest.FixtureRequest) -> str | None:
 
 
 @pytest.fixture
-async def harness(
-    redis_or_memory: str | None, topic_prefix: str
-) -> AsyncIterator[MemoryHarness | RedisHarness]:
+async def harness(redis_or_memory: str | None, topic_prefix: str) -> AsyncIterator[MemoryHarness | RedisHarness]:
     if redis_or_memory is None:
         clock = FakeClock()
         yield MemoryHarness(MemoryStore(clock=clock), clock)

@@ -11,6 +11,7 @@ from collections import defaultdict
 from typing import Protocol, cast
 
 import pytest
+
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.memory_bus import MemoryBus, kafka_partition
 from rollout_common.errors import InvalidInputError, PermanentError, TransientError, UnknownTopicError
@@ -154,9 +155,7 @@ async def test_consuming_a_topic_never_created_raises_unknown_topic(bus: Bus, to
     await consumer.close()
 
 
-async def test_uncommitted_records_go_to_the_next_member_and_committed_ones_do_not(
-    bus: Bus, topic_prefix: str
-) -> None:
+async def test_uncommitted_records_go_to_the_next_member_and_committed_ones_do_not(bus: Bus, topic_prefix: str) -> None:
     topic = await make_topic(bus, topic_prefix)
     for seq in range(5):
         await bus.publish(topic, key=b"k", value=b"%d" % seq)
@@ -174,9 +173,7 @@ async def test_uncommitted_records_go_to_the_next_member_and_committed_ones_do_n
     await second.close()
 
 
-async def test_commit_takes_the_highest_offset_per_partition_whatever_the_order(
-    bus: Bus, topic_prefix: str
-) -> None:
+async def test_commit_takes_the_highest_offset_per_partition_whatever_the_order(bus: Bus, topic_prefix: str) -> None:
     topic = await make_topic(bus, topic_prefix)
     for seq in range(4):
         await bus.publish(topic, key=b"k", value=b"%d" % seq)
@@ -231,14 +228,10 @@ async def test_another_group_reads_everything_again(bus: Bus, topic_prefix: str)
     await auditor.close()
 
 
-async def test_a_new_group_not_from_the_beginning_sees_only_later_records(
-    bus: Bus, topic_prefix: str
-) -> None:
+async def test_a_new_group_not_from_the_beginning_sees_only_later_records(bus: Bus, topic_prefix: str) -> None:
     topic = await make_topic(bus, topic_prefix)
     await bus.publish(topic, key=b"k", value=b"old")
-    consumer = cast(
-        GroupMember, bus.consumer([topic], group=group_name(topic_prefix, "tail"), from_beginning=False)
-    )
+    consumer = cast(GroupMember, bus.consumer([topic], group=group_name(topic_prefix, "tail"), from_beginning=False))
     await wait_for_assignment([consumer], partitions=frozenset({(topic, 0)}))
     await bus.publish(topic, key=b"k", value=b"new")
 
@@ -288,9 +281,7 @@ async def test_a_waiting_poll_wakes_up_when_a_record_arrives(bus: Bus, topic_pre
 
 
 async def test_ensure_topics_is_idempotent_and_rejects_zero_partitions(bus: Bus, topic_prefix: str) -> None:
-    spec = TopicSpec(
-        topic_name(topic_prefix, "settings"), partitions=2, compacted=True, retention_ms=3_600_000
-    )
+    spec = TopicSpec(topic_name(topic_prefix, "settings"), partitions=2, compacted=True, retention_ms=3_600_000)
     await bus.ensure_topics([spec])
     await bus.ensure_topics([spec])
     await bus.publish(spec.name, key=b"k", value=b"v")

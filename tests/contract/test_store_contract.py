@@ -9,6 +9,7 @@ import asyncio
 from typing import Protocol
 
 import pytest
+
 from rollout_adapters.redis_store import RedisStore
 from rollout_common.errors import InvalidInputError, PermanentError, TransientError
 from rollout_common.ports import Store

@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 from pydantic import ValidationError
+
 from rollout_common.duration import format_duration, parse_duration
 from rollout_common.quantity import check_count_or_percent, resolve
 from rollout_common.selector import LabelSelector

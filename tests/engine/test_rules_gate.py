@@ -19,6 +19,7 @@ from enginekit import (
     transitions,
     wait_for,
 )
+
 from rollout_planner.engine.views import stage_view
 
 REL = {"1.30": V31}

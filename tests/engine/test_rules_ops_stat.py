@@ -22,6 +22,7 @@ from enginekit import (
     transitions,
 )
 from pydantic import ValidationError
+
 from rollout_common.commands import RolloutTransition
 from rollout_common.events import OperatorCommand
 from rollout_planner.engine.reasons import window_waits

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from enginekit import CP, DAY, MIN, NODES, V30, V31, Driver, advances, cluster, notices, sequence, stage, transitions
+
 from rollout_planner.simulation.runner import simulate
 from rollout_planner.simulation.scenario import Scenario
 

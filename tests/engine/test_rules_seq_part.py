@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from enginekit import cluster, names, sequence, stage
 from pydantic import ValidationError
+
 from rollout_common.sequence import Sequence, Stage
 from rollout_planner.engine.partitioning import assign_stages, plan_partitions
 

@@ -19,6 +19,7 @@ from enginekit import (
     stage,
     transitions,
 )
+
 from rollout_common.commands import RolloutTransition, StageTransition, WakeAt
 from rollout_planner.engine.views import stage_view
 

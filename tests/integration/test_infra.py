@@ -11,6 +11,7 @@ import redis
 import redis.asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
 from rollout_devenv import KafkaBroker, RedisServer
 
 pytestmark = pytest.mark.integration

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from rollout_common.commands import Command
 from rollout_common.events import Event
 from rollout_planner.engine import snapshot

@@ -24,6 +24,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.abc import ConsumerRebalanceListener  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor  # type: ignore[import-untyped]
+
+from rollout_adapters.memory_bus import next_offsets
 from rollout_common.errors import (
     InvalidInputError,
     PermanentError,
@@ -32,8 +34,6 @@ from rollout_common.errors import (
     UnknownTopicError,
 )
 from rollout_common.ports import Record, TopicSpec
-
-from rollout_adapters.memory_bus import next_offsets
 
 log = logging.getLogger(__name__)
 
@@ -124,9 +124,7 @@ class KafkaBus:
     ) -> None:
         unknown = set(security or {}) - SECURITY_KEYS
         if unknown:
-            raise InvalidInputError(
-                f"unknown security settings {sorted(unknown)}; allowed: {sorted(SECURITY_KEYS)}"
-            )
+            raise InvalidInputError(f"unknown security settings {sorted(unknown)}; allowed: {sorted(SECURITY_KEYS)}")
         self._bootstrap = bootstrap
         self._client_id = client_id
         self._security = dict(security or {})
@@ -280,9 +278,7 @@ class KafkaConsumer:
         async with self._ownership.commit_lock:
             owned = self._ownership.owned
             if owned is None:
-                raise TransientError(
-                    f"kafka: group {self._group!r} is rebalancing; commit again", retry_after_s=0.5
-                )
+                raise TransientError(f"kafka: group {self._group!r} is rebalancing; commit again", retry_after_s=0.5)
             # Partitions that moved to another member are left out: their records are delivered
             # again to the new owner (at-least-once); committing them would be refused anyway.
             mine = {tp: offset for tp, offset in offsets.items() if tp in owned}

@@ -138,9 +138,7 @@ class MemoryBus:
     def consumer(self, topics: Sequence[str], *, group: str, from_beginning: bool = True) -> MemoryConsumer:
         self._check_open()
         member_id = f"{group}-{next(self._member_ids):06d}"
-        return MemoryConsumer(
-            self, topics=topics, group=group, member_id=member_id, from_beginning=from_beginning
-        )
+        return MemoryConsumer(self, topics=topics, group=group, member_id=member_id, from_beginning=from_beginning)
 
     async def close(self) -> None:
         self._closed = True

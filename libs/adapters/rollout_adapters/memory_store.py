@@ -59,9 +59,7 @@ class MemoryStore:
 
     async def keys(self, prefix: str) -> list[str]:
         self._check_open()
-        return sorted(
-            key for key in list(self._values) if key.startswith(prefix) and self._live(key) is not None
-        )
+        return sorted(key for key in list(self._values) if key.startswith(prefix) and self._live(key) is not None)
 
     async def close(self) -> None:
         self._closed = True

@@ -8,6 +8,7 @@ from typing import cast
 
 import redis.asyncio as aioredis
 import redis.exceptions as rex
+
 from rollout_common.errors import InvalidInputError, PermanentError, TransientError
 
 # Worth a retry: the server is unreachable, slow or still loading its data set. The auth and

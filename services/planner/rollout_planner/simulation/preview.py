@@ -11,7 +11,6 @@ from typing import Any
 
 from rollout_common.events import EventBatch
 from rollout_common.window import from_epoch, to_epoch
-
 from rollout_planner.engine import decide, new_state
 from rollout_planner.engine.model import CP, NODES
 from rollout_planner.engine.views import track_status

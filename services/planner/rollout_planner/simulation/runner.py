@@ -40,8 +40,13 @@ class Report:
     commands: list[Command] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
-        return {"plan": self.plan, "batches": self.batches, "clusterEvents": self.cluster_events,
-                "transitions": self.transitions, "final": self.final}
+        return {
+            "plan": self.plan,
+            "batches": self.batches,
+            "clusterEvents": self.cluster_events,
+            "transitions": self.transitions,
+            "final": self.final,
+        }
 
 
 def plan_of(scenario: Scenario) -> tuple[list[StagePlan], list[str]]:
@@ -58,8 +63,10 @@ def plan_of(scenario: Scenario) -> tuple[list[StagePlan], list[str]]:
     for name, stages in membership.conflicts.items():
         warnings.append(f"cluster {name} matches stages {', '.join(stages)} and joins none (SEQ-2)")
     if membership.other_channel:
-        warnings.append(f"{len(membership.other_channel)} cluster(s) on another channel are ineligible (SEQ-3): "
-                        f"{', '.join(membership.other_channel[:10])}")
+        warnings.append(
+            f"{len(membership.other_channel)} cluster(s) on another channel are ineligible (SEQ-3): "
+            f"{', '.join(membership.other_channel[:10])}"
+        )
     return plans, warnings
 
 
@@ -164,12 +171,20 @@ class Simulator:
         return self._observe(started, t)
 
     def _batch(self, command: StageAdvance, t: float) -> None:
-        self.report.batches.append({"t": t, "stage": command.stage, "track": command.track.value,
-                                    "partition": command.partition, "version": command.version,
-                                    "clusters": list(command.clusters)})
+        self.report.batches.append(
+            {
+                "t": t,
+                "stage": command.stage,
+                "track": command.track.value,
+                "partition": command.partition,
+                "version": command.version,
+                "clusters": list(command.clusters),
+            }
+        )
         for name in command.clusters:
-            end = self.world.start(t=t, cluster=name, track=command.track, version=command.version,
-                                   command_id=command.command_id)
+            end = self.world.start(
+                t=t, cluster=name, track=command.track, version=command.version, command_id=command.command_id
+            )
             failed = self.world.should_fail(name, command.track)
             self._push(end, "finish", Finish(name, command.track, command.version, command.command_id, failed))
 
@@ -182,8 +197,9 @@ class Simulator:
         out: list[Event] = []
         if event.release_target is not None:
             spec = event.release_target
-            out.append(ReleaseTarget(event_id=spec.id or f"release-{number}", channel=spec.channel,
-                                     targets=spec.targets))
+            out.append(
+                ReleaseTarget(event_id=spec.id or f"release-{number}", channel=spec.channel, targets=spec.targets)
+            )
         start = event.start_rollout or (event.command.start_rollout if event.command else None)
         if start is not None:
             out.append(StartRollout(event_id=f"start-{number}", version=start.version, tracks=start.tracks))
@@ -201,10 +217,16 @@ class Simulator:
         clusters = {}
         for name, record in sorted(self.state.clusters.items()):
             status, reason = cluster_status(self.state, record)
-            clusters[name] = {"controlPlane": record.versions[0].text, "nodes": record.versions[1].text,
-                              "status": status.value, "reason": reason}
-        stages = {s.spec.name: {"controlPlane": stage_track_state(s, 0), "nodes": stage_track_state(s, 1)}
-                  for s in self.state.stages}
+            clusters[name] = {
+                "controlPlane": record.versions[0].text,
+                "nodes": record.versions[1].text,
+                "status": status.value,
+                "reason": reason,
+            }
+        stages = {
+            s.spec.name: {"controlPlane": stage_track_state(s, 0), "nodes": stage_track_state(s, 1)}
+            for s in self.state.stages
+        }
         self.report.final = {"clusters": clusters, "stages": stages}
 
 
@@ -214,20 +236,32 @@ def _operator(event: ScriptEvent, number: int) -> OperatorCommand:
     if action == "soak_override":
         spec = event.command.soak_override
         assert spec is not None
-        return OperatorCommand(command_id=f"cmd-{number}", action="soak_override", stage=spec.stage,
-                               version=spec.version, soak=spec.soak)
-    return OperatorCommand(command_id=f"cmd-{number}", action=action)  # type: ignore[arg-type]
+        return OperatorCommand(
+            command_id=f"cmd-{number}", action="soak_override", stage=spec.stage, version=spec.version, soak=spec.soak
+        )
+    return OperatorCommand(command_id=f"cmd-{number}", action=action)
 
 
 def _transition_json(command: StageTransition, t: float) -> dict[str, Any]:
-    return {"t": t, "stage": command.stage, "track": command.track.value, "state": command.state.value,
-            "version": command.version, "reason": command.reason, "rollout": command.rollout_id}
+    return {
+        "t": t,
+        "stage": command.stage,
+        "track": command.track.value,
+        "state": command.state.value,
+        "version": command.version,
+        "reason": command.reason,
+        "rollout": command.rollout_id,
+    }
 
 
 def _plan_json(plan: StagePlan) -> dict[str, Any]:
-    return {"name": plan.name, "partitions": [{"name": p.name, "clusters": list(p.clusters),
-                                                "maxUnavailable": p.max_unavailable} for p in plan.partitions],
-            "noPartition": plan.no_partition}
+    return {
+        "name": plan.name,
+        "partitions": [
+            {"name": p.name, "clusters": list(p.clusters), "maxUnavailable": p.max_unavailable} for p in plan.partitions
+        ],
+        "noPartition": plan.no_partition,
+    }
 
 
 def simulate(scenario: Scenario) -> Report:

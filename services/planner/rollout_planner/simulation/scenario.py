@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
 from rollout_common.duration import parse_duration
 from rollout_common.fleet import Cluster
 from rollout_common.sequence import Sequence, check_soak
@@ -125,7 +126,7 @@ class CommandSpec(_Model):
     def action(self) -> Literal["pause", "resume", "cancel", "soak_override", "start_rollout"]:
         for key in ("pause", "resume", "cancel", "soak_override", "start_rollout"):
             if getattr(self, key) is not None:
-                return key  # type: ignore[return-value]
+                return key
         raise AssertionError("validated to have one")
 
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 from rollout_common.events import Readiness, UpgradeResult
 from rollout_common.status import Track
-
 from rollout_planner.simulation.scenario import Simulation
 
 
