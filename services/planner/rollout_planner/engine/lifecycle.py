@@ -100,9 +100,13 @@ def _empty_stage(state: EngineState, stage: StageRec, run: Run) -> None:
 
 
 def _begin(state: EngineState, stage: StageRec, run: Run, offer: Offer) -> None:
+    if run.remaining > 0:
+        _start(state, run)
+        return
+    # no cluster took this version: find out why (rare, so scanning the stage here is fine)
     members = [state.clusters[n] for n in stage.members]
     takers = [c for c in members if would_take(offer, c, run.track)]
-    if run.remaining > 0 or any(on_offered(offer, c, run.track) for c in members):
+    if any(on_offered(offer, c, run.track) for c in members):
         _start(state, run)
     elif run.track == NODES and any(c.target_run[NODES] is None for c in takers):
         # SOAK-1: these nodes follow a control plane whose version has not reached this stage yet
