@@ -53,8 +53,8 @@ class ProbeError(Exception):
     """The broker answered, but not (yet) well enough."""
 
 
-async def _ensure_topic(bootstrap: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=_REQUEST_TIMEOUT_MS)
+async def _ensure_topic(bootstrap: str, security: dict[str, Any]) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=_REQUEST_TIMEOUT_MS, **security)
     try:
         await admin.start()
         await admin.describe_cluster()
@@ -67,9 +67,9 @@ async def _ensure_topic(bootstrap: str) -> None:
         raise ProbeError(f"creating {PROBE_TOPIC} failed with error codes {sorted(codes)}")
 
 
-async def _produce(bootstrap: str, value: bytes) -> None:
+async def _produce(bootstrap: str, value: bytes, security: dict[str, Any]) -> None:
     producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, enable_idempotence=True, request_timeout_ms=_REQUEST_TIMEOUT_MS
+        bootstrap_servers=bootstrap, enable_idempotence=True, request_timeout_ms=_REQUEST_TIMEOUT_MS, **security
     )
     try:
         await producer.start()
@@ -78,10 +78,11 @@ async def _produce(bootstrap: str, value: bytes) -> None:
         await producer.stop()
 
 
-async def _consume_and_commit(bootstrap: str, value: bytes) -> None:
+async def _consume_and_commit(bootstrap: str, value: bytes, security: dict[str, Any]) -> None:
     consumer = AIOKafkaConsumer(
         PROBE_TOPIC,
         bootstrap_servers=bootstrap,
+        **security,
         group_id=PROBE_GROUP,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
@@ -99,13 +100,17 @@ async def _consume_and_commit(bootstrap: str, value: bytes) -> None:
         await consumer.stop()
 
 
-async def probe(bootstrap: str) -> None:
-    """Raise unless a group consumer can read and commit a message produced just now."""
+async def probe(bootstrap: str, security: dict[str, Any] | None = None) -> None:
+    """Raise unless a group consumer can read and commit a message produced just now.
+
+    `security`: aiokafka's SASL arguments, for a secured broker (the probe logs in as its super user).
+    """
     marker = uuid.uuid4().hex.encode()
+    settings = dict(security or {})
     async with asyncio.timeout(PROBE_TIMEOUT_S):
-        await _ensure_topic(bootstrap)
-        await _produce(bootstrap, marker)
-        await _consume_and_commit(bootstrap, marker)
+        await _ensure_topic(bootstrap, settings)
+        await _produce(bootstrap, marker, settings)
+        await _consume_and_commit(bootstrap, marker, settings)
 
 
 def run_in_own_loop(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -131,10 +136,10 @@ def run_in_own_loop(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
     return value
 
 
-def broker_ready(bootstrap: str) -> tuple[bool, str]:
+def broker_ready(bootstrap: str, security: dict[str, Any] | None = None) -> tuple[bool, str]:
     """One probe: (True, "") when ready, else (False, why not)."""
     try:
-        run_in_own_loop(lambda: probe(bootstrap))
+        run_in_own_loop(lambda: probe(bootstrap, security))
     except Exception as exc:
         return False, f"{type(exc).__name__}: {exc}"
     return True, ""

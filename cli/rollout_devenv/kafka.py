@@ -19,10 +19,11 @@ import tempfile
 import time
 import uuid
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from rollout_devenv._java import find_java, find_maven, java_home
 from rollout_devenv._proc import (
@@ -196,6 +197,7 @@ def _ports_in(props: Path) -> BrokerPorts | None:
     if not props.is_file():
         return None
     text = props.read_text()
+    # Matches the SASL_PLAINTEXT listener of a secured broker too.
     broker = re.search(r"PLAINTEXT://[^:,\s]+:(\d+)", text)
     controller = re.search(r"CONTROLLER://[^:,\s]+:(\d+)", text)
     if not (broker and controller):
@@ -234,6 +236,64 @@ def server_properties(*, ports: BrokerPorts, log_dir: Path) -> dict[str, str]:
     }
 
 
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+_SCRAM_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def _check_scram_user(name: str, password: str) -> None:
+    # Both end up inside `--add-scram 'SCRAM-SHA-512=[name=...,password=...]'` and a JAAS line, whose
+    # quoting is not worth getting right for test users: plain names, no quotes or separators.
+    if not _SCRAM_NAME.fullmatch(name):
+        raise DevenvError(f"SASL user name {name!r} must match {_SCRAM_NAME.pattern}")
+    if not password or any(c in password for c in '"\\,[]=;\n') or password != password.strip():
+        raise DevenvError(f'the password of SASL user {name!r} is empty or holds one of: " \\ , [ ] = ; blank')
+
+
+def secured_properties(*, ports: BrokerPorts, log_dir: Path, super_user: str, super_password: str) -> dict[str, str]:
+    """`server_properties` with one SASL_PLAINTEXT listener (SCRAM-SHA-512) and the StandardAuthorizer.
+
+    Every client, the broker itself included (inter-broker listener), authenticates with SCRAM on the
+    SASL_PLAINTEXT listener; `super_user` is the broker's own identity and a super user. The
+    CONTROLLER listener stays PLAINTEXT on loopback: in this one-node KRaft cluster only the broker
+    half of the same JVM talks to it, as `User:ANONYMOUS`, which is therefore also a super user.
+    Nothing but `super.users` is allowed without an ACL (`allow.everyone.if.no.acl.found=false`).
+    """
+    props = server_properties(ports=ports, log_dir=log_dir)
+    listener = "sasl_plaintext"
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{super_user}" password="{super_password}";'
+    )
+    props.update(
+        {
+            "listeners": f"SASL_PLAINTEXT://{LOOPBACK}:{ports.broker},CONTROLLER://{LOOPBACK}:{ports.controller}",
+            "advertised.listeners": f"SASL_PLAINTEXT://{LOOPBACK}:{ports.broker}",
+            "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+            "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
+            f"listener.name.{listener}.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": jaas,
+            "authorizer.class.name": STANDARD_AUTHORIZER,
+            "super.users": f"User:{super_user};User:ANONYMOUS",
+            "allow.everyone.if.no.acl.found": "false",
+            # Secured brokers are for ACL tests: a produce to a missing topic must fail, not create it.
+            "auto.create.topics.enable": "false",
+        }
+    )
+    return props
+
+
+def sasl_client_settings(user: str, password: str) -> dict[str, Any]:
+    """aiokafka keyword arguments (also `KafkaBus(security=...)`) to log in as `user`."""
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": SCRAM_MECHANISM,
+        "sasl_plain_username": user,
+        "sasl_plain_password": password,
+    }
+
+
 def _write_properties(path: Path, props: dict[str, str]) -> None:
     lines = [f"{key}={value}" for key, value in props.items()]
     path.write_text("# Written by rollout_devenv at each start.\n" + "\n".join(lines) + "\n")
@@ -253,9 +313,30 @@ class KafkaBroker:
 
     Restarting it (`restart()`, or `stop()` then `start()`) keeps the data dir and the ports, so
     clients reconnect to the same bootstrap address and find what was written before.
+
+    With `sasl_users` ({name: password}) the broker is secured instead: a SASL_PLAINTEXT listener
+    taking SCRAM-SHA-512 logins, the StandardAuthorizer, `super_user` (one of `sasl_users`) as the
+    only principal allowed anything without an ACL. The SCRAM credentials are written into the
+    metadata log when the data dir is formatted (`kafka-storage format --add-scram`), so they
+    exist before the first client connects; users added later need a fresh data dir.
+    `client_settings(name)` gives the aiokafka arguments to log in as one of them.
     """
 
-    def __init__(self, *, data_dir: Path | None = None, start_timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        *,
+        data_dir: Path | None = None,
+        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+        sasl_users: Mapping[str, str] | None = None,
+        super_user: str = "admin",
+    ) -> None:
+        self.sasl_users = dict(sasl_users or {})
+        self.super_user = super_user
+        if self.sasl_users:
+            for name, password in self.sasl_users.items():
+                _check_scram_user(name, password)
+            if super_user not in self.sasl_users:
+                raise DevenvError(f"super_user {super_user!r} is not one of sasl_users {sorted(self.sasl_users)}")
         # A data dir made here is ours to delete in `stop(remove_data=True)`; a given one is not.
         self._owns_data_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="rollout-kafka-")) if data_dir is None else data_dir
@@ -267,8 +348,23 @@ class KafkaBroker:
         self._proc: subprocess.Popen[bytes] | None = None
 
     def __repr__(self) -> str:
+        # Never the passwords: a repr ends up in test reports and logs.
         state = "running" if self.running else "stopped"
-        return f"KafkaBroker(version={self.version!r}, data_dir={str(self.data_dir)!r}, {state})"
+        secured = f", sasl_users={sorted(self.sasl_users)}" if self.secured else ""
+        return f"KafkaBroker(version={self.version!r}, data_dir={str(self.data_dir)!r}{secured}, {state})"
+
+    @property
+    def secured(self) -> bool:
+        return bool(self.sasl_users)
+
+    def client_settings(self, user: str | None = None) -> dict[str, Any]:
+        """aiokafka keyword arguments to log in as `user` (default: the super user); none for a plain broker."""
+        if not self.secured:
+            return {}
+        name = user or self.super_user
+        if name not in self.sasl_users:
+            raise DevenvError(f"{name!r} is not one of this broker's sasl_users {sorted(self.sasl_users)}")
+        return sasl_client_settings(name, self.sasl_users[name])
 
     @property
     def running(self) -> bool:
@@ -282,7 +378,7 @@ class KafkaBroker:
 
     @property
     def bootstrap(self) -> str:
-        """`host:port` of the PLAINTEXT listener, for `bootstrap_servers`."""
+        """`host:port` of the client listener (PLAINTEXT, or SASL_PLAINTEXT when secured)."""
         return f"{LOOPBACK}:{self.ports.broker}"
 
     @property
@@ -315,12 +411,16 @@ class KafkaBroker:
             "-c",
             str(self._props_path),
         ]
+        for name, password in self.sasl_users.items():
+            cmd += ["--add-scram", f"{SCRAM_MECHANISM}=[name={name},password={password}]"]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
         except subprocess.TimeoutExpired as exc:
             raise DevenvError("formatting the Kafka log dir took over 120 s") from exc
         if done.returncode != 0:
             output = (done.stdout + done.stderr).strip()
+            for password in self.sasl_users.values():
+                output = output.replace(password, "***")
             raise DevenvError(f"formatting the Kafka log dir failed (exit {done.returncode})", detail=output)
 
     def start(self) -> None:
@@ -332,7 +432,7 @@ class KafkaBroker:
         java = find_java()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._ports = self._ports or _ports_in(self._props_path) or _new_ports()
-        _write_properties(self._props_path, server_properties(ports=self._ports, log_dir=self._log_dir))
+        _write_properties(self._props_path, self._properties(self._ports))
         self._format(java=java, jars=jars)
         cmd = [
             *self._jvm(java=java, jars=jars, heap=["-Xms256m", "-Xmx512m"]),
@@ -349,6 +449,16 @@ class KafkaBroker:
             raise
         self.last_start_s = time.monotonic() - started
 
+    def _properties(self, ports: BrokerPorts) -> dict[str, str]:
+        if not self.secured:
+            return server_properties(ports=ports, log_dir=self._log_dir)
+        return secured_properties(
+            ports=ports,
+            log_dir=self._log_dir,
+            super_user=self.super_user,
+            super_password=self.sasl_users[self.super_user],
+        )
+
     def _wait_ready(self) -> None:
         # Imported here: aiokafka is only needed once a broker runs, not to fetch jars.
         from rollout_devenv._probe import broker_ready
@@ -361,7 +471,7 @@ class KafkaBroker:
         while time.monotonic() < deadline:
             if not self.running:
                 self._fail_start("")
-            ready, reason = broker_ready(self.bootstrap)
+            ready, reason = broker_ready(self.bootstrap, self.client_settings())
             if ready:
                 return
             time.sleep(0.5)
