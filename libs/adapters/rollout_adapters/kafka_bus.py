@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -47,6 +48,33 @@ SECURITY_KEYS = frozenset(
 _HEARTBEAT_INTERVAL_MS = 1000
 _SESSION_TIMEOUT_MS = 10000
 _CREATE_TIMEOUT_MS = 30000
+
+
+@dataclass(frozen=True)
+class ConsumerOptions:
+    """Group-membership knobs of every consumer a bus makes.
+
+    - `session_timeout_ms`: how long the broker waits for heartbeats before it gives the
+      member's partitions away (heartbeats come from a background task, so a busy event loop
+      alone does not drop the member).
+    - `max_poll_interval_ms`: the longest time between two polls before the member leaves the
+      group on its own; a service that works on a batch for long between polls raises it.
+    - `group_instance_id`: static membership. A restarted member with the same id gets its
+      partitions back without a rebalance if it returns within the session timeout; two live
+      members must never share one (the broker fences the older).
+    """
+
+    session_timeout_ms: int = _SESSION_TIMEOUT_MS
+    heartbeat_interval_ms: int = _HEARTBEAT_INTERVAL_MS
+    max_poll_interval_ms: int = 300_000
+    group_instance_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise InvalidInputError("heartbeat_interval_ms must be below session_timeout_ms")
+        if self.max_poll_interval_ms < 1 or self.session_timeout_ms < 1:
+            raise InvalidInputError("timeouts must be positive")
+
 
 # Errors that no retry can fix, even those aiokafka flags as retriable.
 _PERMANENT = (
@@ -111,7 +139,8 @@ class KafkaBus:
 
     `replication_factor` applies to the topics `ensure_topics` creates (1 for a single test
     broker; 3 on a production cluster). `security` holds the aiokafka settings named in
-    `SECURITY_KEYS`, passed to every client the bus makes.
+    `SECURITY_KEYS`, passed to every client the bus makes (see `rollout_adapters.connections`
+    for building it from settings). `consumer_options` apply to every consumer it makes.
     """
 
     def __init__(
@@ -121,6 +150,7 @@ class KafkaBus:
         client_id: str,
         security: Mapping[str, Any] | None = None,
         replication_factor: int = 1,
+        consumer_options: ConsumerOptions | None = None,
     ) -> None:
         unknown = set(security or {}) - SECURITY_KEYS
         if unknown:
@@ -129,6 +159,7 @@ class KafkaBus:
         self._client_id = client_id
         self._security = dict(security or {})
         self._replication_factor = replication_factor
+        self.consumer_options = consumer_options or ConsumerOptions()
         self._producer: Any = None
         self._admin: Any = None
         self._start_lock = asyncio.Lock()
@@ -312,8 +343,7 @@ class KafkaConsumer:
                     auto_offset_reset="earliest" if self._from_beginning else "latest",
                     # Range, as MemoryBus: co-partitioned topics land on the same member.
                     partition_assignment_strategy=(RangePartitionAssignor,),
-                    heartbeat_interval_ms=_HEARTBEAT_INTERVAL_MS,
-                    session_timeout_ms=_SESSION_TIMEOUT_MS,
+                    **asdict(self._bus.consumer_options),
                 )
                 consumer.subscribe(self._topics, listener=self._ownership)
                 await _start(consumer, f"join group {self._group!r}")

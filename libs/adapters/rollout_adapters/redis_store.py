@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import cast
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 import redis.exceptions as rex
@@ -21,13 +21,29 @@ _SCAN_BATCH = 500
 class RedisStore:
     """Implements `rollout_common.ports.Store`; keys are stored as "<namespace>:<key>".
 
+    `username`/`password` (Redis ACL, or `requirepass` with no username) override any in the
+    URL; a `rediss://` URL means TLS, checked against `ssl_ca_certs` when given.
     The client connects on first use, so building a store never fails; an unreachable server
     shows up as a TransientError on the first call.
     """
 
-    def __init__(self, url: str, *, namespace: str = "rollout") -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str = "rollout",
+        username: str | None = None,
+        password: str | None = None,
+        ssl_ca_certs: str | None = None,
+    ) -> None:
         self._prefix = f"{namespace}:"
-        self._redis = aioredis.Redis.from_url(url, decode_responses=False)
+        options: dict[str, Any] = {}
+        if ssl_ca_certs is not None and url.startswith("rediss://"):
+            options["ssl_ca_certs"] = ssl_ca_certs
+        self._redis = aioredis.Redis.from_url(url, decode_responses=False, **options)
+        # Explicit credentials win over any in the URL (from_url lets the URL win over arguments).
+        explicit = {"username": username, "password": password}
+        self._redis.connection_pool.connection_kwargs.update({k: v for k, v in explicit.items() if v is not None})
         self._closed = False
 
     async def get(self, key: str) -> bytes | None:

@@ -10,14 +10,12 @@ import sys
 import time
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from rollout_adapters.kafka_bus import KafkaBus
-from rollout_adapters.redis_store import RedisStore
+from rollout_adapters.connections import kafka_bus, redis_store
+from rollout_common import json_logging
+from rollout_common.connection_settings import loggable
 from rollout_common.errors import RolloutError
 from rollout_executor.drivers import build_driver
 from rollout_executor.executor import Executor
-from rollout_executor.json_logs import configure_json_logs
 from rollout_executor.ledger import UpgradeLedger
 from rollout_executor.metrics import ExecutorMetrics
 from rollout_executor.service import ExecutorService
@@ -32,12 +30,8 @@ async def run(settings: ExecutorSettings) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    bus = KafkaBus(
-        settings.kafka_bootstrap,
-        client_id=f"rollout-executor-{settings.executor_id}",
-        replication_factor=settings.kafka_replication_factor,
-    )
-    store = RedisStore(settings.redis_url, namespace=settings.redis_namespace)
+    bus = kafka_bus(settings, client_id=f"rollout-executor-{settings.executor_id}")
+    store = redis_store(settings)
     metrics = ExecutorMetrics()
     # Wall time, not monotonic: lease periods must agree between processes and hosts.
     ledger = UpgradeLedger(store, executor_id=settings.executor_id, lease_s=settings.lease_s, clock=time.time)
@@ -64,7 +58,7 @@ async def run(settings: ExecutorSettings) -> None:
     log.info(
         "executor %s starting",
         settings.executor_id,
-        extra={"group": settings.group_id, "driver": settings.driver.value, "topic_prefix": settings.topic_prefix},
+        extra={"settings": loggable(settings)},
     )
     try:
         await service.run(stop)
@@ -82,10 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = load_settings(args.config)
-    except (ValidationError, RolloutError) as exc:
+    except RolloutError as exc:
         print(f"rollout_executor: bad settings: {exc}", file=sys.stderr)
         return 2
-    configure_json_logs(settings.log_level)
+    json_logging.configure(settings.log_level, quiet_libraries=False)
     try:
         asyncio.run(run(settings))
     except RolloutError as exc:

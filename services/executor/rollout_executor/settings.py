@@ -12,13 +12,10 @@ import socket
 import uuid
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from rollout_common.errors import InvalidInputError
+from rollout_common.connection_settings import RedisServiceSettings, load
 from rollout_common.status import Track
 
 
@@ -51,15 +48,7 @@ def _default_executor_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
-class ExecutorSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="ROLLOUT_", env_nested_delimiter="__", extra="forbid", frozen=True)
-
-    kafka_bootstrap: str = "localhost:9092"
-    kafka_replication_factor: int = Field(default=1, ge=1)
-    create_topics: bool = Field(default=True, description="create missing topics at start (idempotent)")
-    redis_url: str = "redis://localhost:6379/0"
-    redis_namespace: str = "rollout"
-    topic_prefix: str = ""
+class ExecutorSettings(RedisServiceSettings):
     group_id: str = "rollout-executors"
     executor_id: str = Field(default_factory=_default_executor_id)
     max_concurrent_upgrades: int = Field(default=5, ge=1, description="clusters upgraded at once")
@@ -71,35 +60,7 @@ class ExecutorSettings(BaseSettings):
     command: CommandDriverSettings = Field(default_factory=CommandDriverSettings)
     metrics_host: str = "0.0.0.0"
     metrics_port: int = Field(default=9464, ge=0, le=65535, description="0 disables the HTTP endpoints")
-    log_level: str = "INFO"
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Environment first: values from a config file arrive as init arguments and lose to it.
-        return env_settings, init_settings
-
-
-def read_config_file(path: Path | None) -> dict[str, Any]:
-    """A YAML mapping of settings, or nothing; a broken file is an InvalidInputError."""
-    if path is None:
-        return {}
-    try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise InvalidInputError(f"config file {path}: {exc}") from exc
-    if loaded is None:
-        return {}
-    if not isinstance(loaded, dict):
-        raise InvalidInputError(f"config file {path}: expected a mapping of settings")
-    return loaded
 
 
 def load_settings(config_file: Path | None = None) -> ExecutorSettings:
-    return ExecutorSettings(**read_config_file(config_file))
+    return load(ExecutorSettings, config_file, what="executor settings")

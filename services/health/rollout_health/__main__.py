@@ -16,19 +16,18 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 import faust
-from pydantic import ValidationError
 
-from rollout_adapters.kafka_bus import KafkaBus
+from rollout_adapters.connections import kafka_bus
+from rollout_common import json_logging
+from rollout_common.connection_settings import load, loggable
 from rollout_common.errors import RolloutError
 from rollout_common.topics.catalog import HEARTBEATS, UPGRADE_RESULTS
-from rollout_health.json_logs import configure_json_logs
 from rollout_health.monitor import HealthMonitor
 from rollout_health.probes import build_probe
 from rollout_health.reporter import Reporter
-from rollout_health.settings import MonitorSettings, ReporterSettings, read_config_file
+from rollout_health.settings import MonitorSettings, ReporterSettings
 from rollout_health.supervisor import supervise
 
 log = logging.getLogger("rollout_health")
@@ -39,11 +38,7 @@ async def run_reporter(settings: ReporterSettings) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    bus = KafkaBus(
-        settings.kafka_bootstrap,
-        client_id=f"rollout-health-{settings.reporter_id}",
-        replication_factor=settings.kafka_replication_factor,
-    )
+    bus = kafka_bus(settings, client_id=f"rollout-health-{settings.reporter_id}")
     probe = build_probe(settings, bus=bus)
     try:
         if settings.create_topics:
@@ -70,21 +65,10 @@ def run_monitor_worker(settings: MonitorSettings) -> None:
     worker = faust.Worker(
         monitor.app,
         loglevel=settings.log_level,
-        logging_config=_json_logging_config(settings.log_level),
+        logging_config=json_logging.dict_config(settings.log_level),
         redirect_stdouts=False,
     )
     worker.execute_from_commandline()
-
-
-def _json_logging_config(level: str) -> dict[str, Any]:
-    """dictConfig for faust's worker, which sets up logging itself: the same JSON lines."""
-    return {
-        "version": 1,
-        "disable_existing_loggers": False,
-        "formatters": {"json": {"()": "rollout_health.json_logs.JsonFormatter"}},
-        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
-        "root": {"level": level.upper(), "handlers": ["stderr"]},
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,12 +77,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, help="YAML file of settings (ROLLOUT_* variables win)")
     args = parser.parse_args(argv)
     try:
-        values = read_config_file(args.config)
-        settings = ReporterSettings(**values) if args.command == "reporter" else MonitorSettings(**values)
-    except (ValidationError, RolloutError) as exc:
+        settings: ReporterSettings | MonitorSettings = (
+            load(ReporterSettings, args.config, what="reporter settings")
+            if args.command == "reporter"
+            else load(MonitorSettings, args.config, what="monitor settings")
+        )
+    except RolloutError as exc:
         print(f"rollout_health: bad settings: {exc}", file=sys.stderr)
         return 2
-    configure_json_logs(settings.log_level)
+    json_logging.configure(settings.log_level, quiet_libraries=False)
+    log.info("%s starting", args.command, extra={"settings": loggable(settings)})
     try:
         if isinstance(settings, ReporterSettings):
             asyncio.run(run_reporter(settings))

@@ -23,6 +23,7 @@ from typing import Any
 
 import faust
 
+from rollout_adapters.faust_credentials import broker_credentials
 from rollout_adapters.memory_bus import kafka_partition
 from rollout_common.envelope import decode, encode
 from rollout_common.errors import InvalidInputError
@@ -55,6 +56,7 @@ class HealthMonitor:
         self.app = faust.App(
             prefix + settings.app_id,
             broker=f"kafka://{settings.kafka_bootstrap}",
+            broker_credentials=broker_credentials(settings.kafka_security),
             store=settings.store_url,
             topic_replication_factor=settings.kafka_replication_factor,
             topic_partitions=HEARTBEATS.partitions,

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import uuid
 from enum import Enum
-from pathlib import Path
-from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
-from rollout_common.errors import InvalidInputError
+from rollout_common.connection_settings import ServiceSettings, read_config_file
 
 
 class ProbeKind(str, Enum):
@@ -56,26 +53,9 @@ class HttpProbeSettings(BaseModel):
     timeout_s: float = Field(default=5.0, gt=0.0)
 
 
-class _Common(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="ROLLOUT_", env_nested_delimiter="__", extra="ignore", frozen=True)
-
-    kafka_bootstrap: str = "localhost:9092"
-    kafka_replication_factor: int = Field(default=1, ge=1)
-    create_topics: bool = Field(default=True, description="create missing topics at start (idempotent)")
-    topic_prefix: str = ""
-    log_level: str = "INFO"
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Environment first: values from a config file arrive as init arguments and lose to it.
-        return env_settings, init_settings
+class _Common(ServiceSettings):
+    # One config file may serve the reporter and the monitor, each ignoring the other's keys.
+    model_config = SettingsConfigDict(extra="ignore")
 
 
 class ReporterSettings(_Common):
@@ -98,16 +78,4 @@ class MonitorSettings(_Common):
     restart_backoff_max_s: float = Field(default=30.0, gt=0.0)
 
 
-def read_config_file(path: Path | None) -> dict[str, Any]:
-    """A YAML mapping of settings, or nothing; a broken file is an InvalidInputError."""
-    if path is None:
-        return {}
-    try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise InvalidInputError(f"config file {path}: {exc}") from exc
-    if loaded is None:
-        return {}
-    if not isinstance(loaded, dict):
-        raise InvalidInputError(f"config file {path}: expected a mapping of settings")
-    return loaded
+__all__ = ["MonitorSettings", "ReporterSettings", "read_config_file"]

@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from rollout_adapters.kafka_bus import KafkaBus
+from rollout_adapters.connections import kafka_bus
 from rollout_common.errors import RolloutError
 from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
 from rollout_health.settings import MonitorSettings
@@ -33,11 +33,7 @@ async def broker_ready(settings: MonitorSettings, stop: asyncio.Event) -> bool:
     """
     delay = _FIRST_BACKOFF_S
     while settings.create_topics and not stop.is_set():
-        bus = KafkaBus(
-            settings.kafka_bootstrap,
-            client_id=f"{settings.topic_prefix}rollout-health-supervisor",
-            replication_factor=settings.kafka_replication_factor,
-        )
+        bus = kafka_bus(settings, client_id=f"{settings.topic_prefix}rollout-health-supervisor")
         try:
             await bus.ensure_topics([t.spec(settings.topic_prefix) for t in (HEARTBEATS, READINESS, DEAD_LETTER)])
             return True

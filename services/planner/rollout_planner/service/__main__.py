@@ -7,8 +7,8 @@ import asyncio
 import sys
 from pathlib import Path
 
+from rollout_common import json_logging
 from rollout_common.errors import InvalidInputError, PermanentError
-from rollout_planner.service import log_format
 from rollout_planner.service.runtime import serve
 from rollout_planner.service.settings import load_settings
 
@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     except InvalidInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    log_format.configure(settings.log_level)
+    json_logging.configure(settings.log_level)
     try:
         asyncio.run(serve(settings))
     except PermanentError as exc:

@@ -8,8 +8,9 @@ import logging
 import signal
 import time
 
-from rollout_adapters.kafka_bus import KafkaBus
-from rollout_adapters.redis_store import RedisStore
+from rollout_adapters.connections import kafka_bus, redis_store
+from rollout_adapters.kafka_bus import ConsumerOptions
+from rollout_common.connection_settings import loggable
 from rollout_common.ports import Store
 from rollout_planner.engine import EngineState
 from rollout_planner.service import initial_state
@@ -43,8 +44,10 @@ def initial_state_source(settings: PlannerSettings, store: Store) -> InitialStat
 
 async def serve(settings: PlannerSettings) -> None:
     """Run the planner until SIGTERM or SIGINT, then stop cleanly."""
-    bus = KafkaBus(settings.kafka_bootstrap, client_id=settings.source, replication_factor=settings.replication_factor)
-    store = RedisStore(settings.redis_url, namespace=settings.redis_namespace)
+    log.info("planner starting", extra={"settings": loggable(settings)})
+    options = ConsumerOptions(group_instance_id=settings.group_instance_id)
+    bus = kafka_bus(settings, client_id=settings.source, consumer_options=options)
+    store = redis_store(settings)
     probes: ProbeServer | None = None
     try:
         clock = await stored_clock(store, scale=settings.time_scale)
