@@ -7,7 +7,7 @@ from urllib.parse import quote
 import aiohttp
 
 from rollout_common.errors import InvalidInputError
-from rollout_health.cluster_names import check_cluster_name
+from rollout_common.safe_names import check_cluster_name
 from rollout_health.probes.port import ProbeResult
 from rollout_health.settings import HttpProbeSettings
 

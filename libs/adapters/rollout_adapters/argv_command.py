@@ -1,0 +1,78 @@
+"""Run a program from an argv list, bounded in time, and keep the end of its stderr.
+
+Exec only, never a shell; stdin and stdout are closed; a program that outlives `timeout_s` (or
+whose caller is cancelled) is killed and reaped, so no orphan outlives the question it answers.
+Used by the executor's command driver and the health command probe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+# A killed child gets this long to be reaped before we stop waiting for it.
+_REAP_S = 5.0
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    """`returncode` None: the program did not run to an end (`problem` says why)."""
+
+    returncode: int | None
+    stderr: str = ""
+    problem: str = ""
+
+    @property
+    def succeeded(self) -> bool:
+        return self.returncode == 0
+
+    def error(self, *, lines: int, max_chars: int) -> str:
+        """One bounded description of a failure: the problem, or the exit code and stderr's last lines."""
+        if self.returncode is None:
+            return self.problem
+        kept = [line for line in self.stderr.splitlines() if line.strip()][-lines:]
+        # Bounded: a runaway program must not turn one message into megabytes.
+        tail = "\n".join(kept)[-max_chars:]
+        return f"exit code {self.returncode}" + (f": {tail}" if tail else "")
+
+
+async def run_argv(argv: Sequence[str], *, timeout_s: float) -> CommandOutcome:
+    """Run `argv` to its end or until `timeout_s`; never raises for the program's failures."""
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except OSError as exc:
+        return CommandOutcome(None, problem=f"cannot run {argv[0]!r}: {exc}")
+    try:
+        async with asyncio.timeout(timeout_s):
+            _, stderr = await process.communicate()
+    except TimeoutError:
+        await _stopped(process)
+        return CommandOutcome(None, problem=f"timed out after {timeout_s:g} s")
+    except asyncio.CancelledError:
+        await _stopped(process)
+        raise
+    return CommandOutcome(process.returncode, stderr=stderr.decode(errors="replace"))
+
+
+async def _stopped(process: asyncio.subprocess.Process) -> None:
+    """Kill the child and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    try:
+        async with asyncio.timeout(_REAP_S):
+            await process.wait()
+    except TimeoutError:
+        log.warning("process %s did not exit after SIGKILL", process.pid)
+
+
+__all__ = ["CommandOutcome", "run_argv"]
