@@ -1,12 +1,27 @@
-"""The status document written to the store after every batch: readable without Kafka (STAT-2..5)."""
+"""The status document written to the store after every batch: readable without Kafka (STAT-2..5).
+
+It is what `rollout status` draws: per rollout its state, release and per-stage start/finish
+(STAT-4); per stage and track the engine's `stage_view` (STAT-2, STAT-3, STAT-5 waits); the next
+wake-up and what it is for; the clusters that need a person (failed, with the executor's error;
+paused by a window, with when it opens; paused for deprecated API use).
+
+It is written after every planner batch, so its cost stays linear in the fleet with a small
+constant: one pass over the clusters besides `stage_view`'s, and every list of cluster names is
+capped at `NAMES_CAP` with the total beside it.
+"""
 
 from __future__ import annotations
 
+import heapq
 import json
+import math
 from typing import Any
 
-from rollout_planner.engine.model import EngineState, RolloutRec
+from rollout_common.status import TRACKS
+from rollout_planner.engine.model import NO_PAIR, TRACK_INDEXES, EngineState, RolloutRec, Timer
 from rollout_planner.engine.views import stage_view
+
+NAMES_CAP = 20
 
 
 def status_document(state: EngineState, *, batch: int) -> dict[str, Any]:
@@ -17,7 +32,9 @@ def status_document(state: EngineState, *, batch: int) -> dict[str, Any]:
         "batch": batch,
         "clusters": len(state.clusters),
         "stages": [stage_view(state, stage) for stage in state.stages],
-        "rollouts": [_rollout_view(rollout) for rollout in state.rollouts.values()],
+        "rollouts": [_rollout_view(state, rollout) for rollout in state.rollouts.values()],
+        "nextWakeUp": next_wake_up(state),
+        "attention": attention(state),
     }
 
 
@@ -25,7 +42,7 @@ def encode_status(state: EngineState, *, batch: int) -> bytes:
     return json.dumps(status_document(state, batch=batch), default=str).encode()
 
 
-def _rollout_view(rollout: RolloutRec) -> dict[str, Any]:
+def _rollout_view(state: EngineState, rollout: RolloutRec) -> dict[str, Any]:
     return {
         "id": rollout.id,
         "eventId": rollout.event_id,
@@ -35,4 +52,112 @@ def _rollout_view(rollout: RolloutRec) -> dict[str, Any]:
         "versions": [version.text for version in rollout.versions()],
         "targets": {str(minor): v.text for minor, v in (rollout.by_minor or {}).items()},
         "onDemand": rollout.on_demand,
+        "stages": _rollout_stages(state, rollout.id),
     }
+
+
+def _rollout_stages(state: EngineState, rollout_id: str) -> list[dict[str, Any]]:
+    """STAT-4: when each stage (track) of this rollout started and finished; stages not reached are left out."""
+    out = []
+    for stage in state.stages:
+        for track in TRACK_INDEXES:
+            run = stage.runs[track].get(rollout_id)
+            if run is not None:
+                out.append(
+                    {
+                        "stage": stage.spec.name,
+                        "track": TRACKS[track].value,
+                        "state": run.state.value,
+                        "startedAt": run.started_at,
+                        "finishedAt": run.finished_at,
+                    }
+                )
+    return out
+
+
+def next_wake_up(state: EngineState) -> dict[str, Any] | None:
+    """The earliest timer that will change something: when the planner next acts without an event, and why.
+
+    The engine leaves timers in its heap when what they were for ended sooner (a soak overridden, a
+    track finished before its 30-day deadline); those wake the planner for nothing and are skipped.
+    One linear pass: the heap holds at most a timer per waiting cluster track and per run.
+    """
+    live = [timer for timer in state.timers if _live(state, timer)]
+    if not live:
+        return None
+    timer = min(live)
+    if timer.kind == "cluster":
+        name, track = timer.key
+        why = f"the maintenance window of {name} ({TRACKS[int(track)].value}) opens"  # type: ignore[call-overload]
+    else:
+        stage_index, track, rollout_id = timer.key
+        where = f"{state.stages[int(stage_index)].spec.name}/{TRACKS[int(track)].value}"  # type: ignore[call-overload]
+        if timer.kind == "soak":
+            why = f"the soak of {where} ends (rollout {rollout_id})"
+        else:
+            why = f"{where} reaches its 30-day maximum upgrade time and soaks anyway (SOAK-4, rollout {rollout_id})"
+    return {"at": timer.at, "kind": timer.kind, "why": why}
+
+
+def _live(state: EngineState, timer: Timer) -> bool:
+    if timer.kind == "cluster":
+        name, track = timer.key
+        cluster = state.clusters.get(str(name))
+        return cluster is not None and cluster.waiting_until[int(track)] is not None  # type: ignore[call-overload]
+    stage_index, track, rollout_id = timer.key
+    run = state.stages[int(stage_index)].runs[int(track)].get(str(rollout_id))  # type: ignore[call-overload]
+    if run is None:
+        return False
+    if timer.kind == "soak":
+        return run.soaking and run.soak_end == timer.at
+    return timer.kind == "deadline" and run.active
+
+
+def attention(state: EngineState) -> dict[str, Any]:
+    """Clusters a person must look at: failed upgrades and paused clusters, each list capped."""
+    failed: list[dict[str, Any]] = []
+    windows: list[tuple[float, str, int]] = []
+    deprecated: list[str] = []
+    failed_total = deprecated_total = 0
+    for cluster in state.clusters.values():
+        if cluster.failed is not NO_PAIR:
+            for track in TRACK_INDEXES:
+                error = cluster.failed[track]
+                if error is None:
+                    continue
+                failed_total += 1
+                if len(failed) < NAMES_CAP:
+                    target = cluster.target[track]
+                    failed.append(
+                        {
+                            "cluster": cluster.name,
+                            "track": TRACKS[track].value,
+                            "version": None if target is None else target.text,
+                            "error": error,
+                        }
+                    )
+        if cluster.waiting_until is not NO_PAIR:
+            windows += [
+                (until, cluster.name, track)
+                for track in TRACK_INDEXES
+                if (until := cluster.waiting_until[track]) is not None and until > state.now
+            ]
+        if cluster.spec.deprecated_api_usage and any(v is not None for v in cluster.target):
+            deprecated_total += 1
+            if len(deprecated) < NAMES_CAP:
+                deprecated.append(cluster.name)
+    return {
+        "failed": failed,
+        "failedTotal": failed_total,
+        # the windows that open first are the ones worth naming
+        "pausedWindow": [
+            {"cluster": name, "track": TRACKS[track].value, "until": None if math.isinf(until) else until}
+            for until, name, track in heapq.nsmallest(NAMES_CAP, windows)
+        ],
+        "pausedWindowTotal": len(windows),
+        "pausedDeprecated": deprecated,
+        "pausedDeprecatedTotal": deprecated_total,
+    }
+
+
+__all__ = ["NAMES_CAP", "attention", "encode_status", "next_wake_up", "status_document"]
