@@ -1,21 +1,25 @@
-"""Rich rendering of a rollout status document: stages, partitions, wait reasons, and the final summary.
+"""Rich rendering of a rollout status document: the one status screen, the demo's summary, progress.
 
-The input is the planner's status document shape (SPEC STAT-2..5): `{"now": epoch seconds, "stages":
-[stage_view(...), ...]}` as written by the planner service and built by `rollout demo`. Nothing here
-touches the engine, so `rollout watch` / `rollout status` can draw the same views from a stored
-document.
+The input is the planner's status document (SPEC STAT-2..5, built by
+`rollout_planner.service.status_document`): rollouts, `stage_view` per stage, the next wake-up and the
+clusters that need attention. `rollout status` draws it as stored, `rollout demo` as the simulator
+goes, `rollout watch` as progress events move it on (`ProgressModel`): one renderer, one look.
+Nothing here touches the engine; every key beyond `now` and `stages` is optional.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -46,6 +50,7 @@ _STATE_STYLE = {
     "STUCK": "bold red",
     "CANCELLED": "red",
 }
+_ROLLOUT_STYLE = {"RUNNING": "bold cyan", "PAUSED": "yellow", "CANCELLED": "red", "COMPLETED": "bold green"}
 _STATUS_STYLE = {
     "COMPLETE": "green",
     "FAILED": "bold red",
@@ -60,6 +65,9 @@ MAX_UPGRADE_SECONDS = 30 * 86400  # SOAK-4: a track force-soaks this long after 
 # a live view must fit a 40-row terminal: header-rule-only tables, a few recent events
 _LIVE_BOX = box.SIMPLE_HEAD
 _NAMES_SHOWN = 6
+MAX_PARTITION_ROWS = 8
+_ATTENTION_ROWS = 5
+NAMES_LISTED = 20  # the status document's cap per list of cluster names
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,17 +162,29 @@ def partition_counts(partition: Mapping[str, Any]) -> tuple[int, int, int]:
 
 
 def _partition_cell(partition: Mapping[str, Any], *, reached: bool) -> Text:
-    """Bar, then done/not ready/waiting (the column header says so), then GATE-2 Ready or NotReady."""
+    """Bar, then how many clusters are not done on this track, then GATE-2 Ready or NotReady."""
     if not reached:
-        return Text("░" * _BAR_WIDTH + " version not here yet", style="dim")
-    done, not_ready, waiting = partition_counts(partition)
+        return Text("░" * _BAR_WIDTH + " not reached", style="dim")
+    done, not_ready, _ = partition_counts(partition)
     cell = partition_bar(size=partition["clusters"], done=done, not_ready=not_ready)
-    cell.append(f" {done:>3}", style="green")
-    cell.append("/")
-    cell.append(f"{not_ready}", style="yellow" if not_ready else "")
-    cell.append(f"/{waiting}")
+    not_done = partition["notDone"]
+    cell.append(f" {not_done:>4}", style="" if not_done else "green")
     cell.append(" Ready" if partition["ready"] else " NotReady", style="green" if partition["ready"] else "bold red")
     return cell
+
+
+def _partition_rows(tracks: Sequence[Mapping[str, Any]]) -> tuple[list[int], int]:
+    """Which partitions of a stage get a row: all of them, or on a long list the unfinished ones first."""
+    count = len(tracks[0]["partitions"])
+    if count <= MAX_PARTITION_ROWS:
+        return list(range(count)), 0
+
+    def finished(index: int) -> bool:
+        return all(t["partitions"][index]["notDone"] == 0 for t in tracks)
+
+    busy = [i for i in range(count) if not finished(i)]
+    shown = sorted((busy or list(range(count)))[:MAX_PARTITION_ROWS])
+    return shown, count - len(shown)
 
 
 def partitions_table(doc: Doc) -> Table:
@@ -174,30 +194,40 @@ def partitions_table(doc: Doc) -> Table:
         pad_edge=False,
         show_edge=False,
         caption_justify="left",
-        caption="per track: clusters done / not ready / waiting; NotReady = more not done than maxUnavailable (GATE-2)",
+        caption="per track: bar of done / not ready / waiting, then the clusters not done; "
+        "NotReady = more not done than maxUnavailable (GATE-2)",
     )
     table.add_column("stage", no_wrap=True)
     table.add_column("partition", no_wrap=True, min_width=9)
     table.add_column("size", justify="right", min_width=4)
     table.add_column("maxUnav", justify="right", min_width=7)
+    table.add_column("unavail", justify="right", min_width=7)
     for name in TRACK_NAMES:
-        table.add_column(name, no_wrap=True)
+        table.add_column(f"{name}: not done", no_wrap=True)
     for stage in doc["stages"]:
         tracks = [stage["tracks"][name] for name in TRACK_NAMES]
-        for index, partition in enumerate(tracks[0]["partitions"]):
+        rows, hidden = _partition_rows(tracks)
+        for position, index in enumerate(rows):
+            partition = tracks[0]["partitions"][index]
             cells = [_partition_cell(t["partitions"][index], reached=t["state"] != "PENDING") for t in tracks]
+            unavailable = partition["unavailable"]
             table.add_row(
-                Text(stage["name"], style="bold") if index == 0 else "",
+                Text(stage["name"], style="bold") if position == 0 else "",
                 partition["name"],
                 str(partition["clusters"]),
                 str(partition["maxUnavailable"]),
+                Text(str(unavailable), style="yellow" if unavailable > partition["maxUnavailable"] else ""),
                 *cells,
             )
+        if hidden:
+            table.add_row("", Text(f"+{hidden} finished partition(s)", style="dim"), "", "", "", "", "")
     return table
 
 
-def names_text(names: Sequence[str], *, shown: int = _NAMES_SHOWN) -> str:
-    extra = f" +{len(names) - shown} more" if len(names) > shown else ""
+def names_text(names: Sequence[str], *, shown: int = _NAMES_SHOWN, total: int | None = None) -> str:
+    """The first names, and how many more there are (`total` when the list itself was capped)."""
+    total = max(len(names), total or 0)
+    extra = f" +{total - min(shown, len(names))} more" if total > shown else ""
     return ", ".join(names[:shown]) + extra
 
 
@@ -232,7 +262,7 @@ def _failure_hold(track: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def waits_table(doc: Doc) -> RenderableType:
+def waits_table(doc: Doc, *, clock: float | None = None) -> RenderableType:
     rows = wait_lines(doc)
     if not rows:
         return Text("Nothing is waiting on a gate right now.", style="dim")
@@ -243,16 +273,152 @@ def waits_table(doc: Doc) -> RenderableType:
     for where, wait in rows:
         reason = Text(wait["message"])
         if wait.get("clusters"):
-            reason.append(f"\n  clusters: {names_text(wait['clusters'])}", style="dim")
+            reason.append(f"\n  clusters: {names_text(wait['clusters'], total=_named_total(wait))}", style="dim")
+        if wait.get("until") is not None:
+            reason.append(f"\n  until {until_text(wait['until'], clock=clock)}", style="dim")
         table.add_row(where, Text(wait["rule"], style="yellow"), reason)
     return table
 
 
-def dashboard(
-    doc: Doc, *, clock: float, title: str, origin: float | None = None, recent: Iterable[str] = (), footer: str = ""
+def _named_total(wait: Mapping[str, Any]) -> int | None:
+    """How many clusters a wait is about, when its list of names is capped (GATE-1, WIN)."""
+    numbers = wait.get("numbers") or {}
+    total = numbers.get("unavailable") if wait["rule"] == "GATE-1" else numbers.get("waiting")
+    return total if isinstance(total, int) else None
+
+
+def until_text(epoch: float, *, clock: float | None) -> str:
+    """`2026-01-05 09:10 UTC (in 1h10m)`; the countdown only when the current clock is known."""
+    moment = clock_text(epoch)
+    if clock is None:
+        return moment
+    return f"{moment} (in {format_duration(max(0.0, epoch - clock))})"
+
+
+def rollouts_text(doc: Doc, *, clock: float | None = None, limit: int = 3) -> Text:
+    """One line per rollout (STAT-4): id, state, the release it carries, how far it got."""
+    rollouts = list(doc.get("rollouts") or [])
+    if not rollouts:
+        return Text("No rollout yet: publish a release target (rollout release) to start one.", style="dim")
+    out = Text()
+    # the running ones matter most; finished ones after them
+    ordered = sorted(rollouts, key=lambda r: (r["state"] not in ("RUNNING", "PAUSED"), -r.get("createdAt", 0)))
+    for rollout in ordered[:limit]:
+        if out:
+            out.append("\n")
+        out.append("rollout ")
+        out.append(rollout["id"], style="bold")
+        out.append(" ")
+        out.append(rollout["state"], style=_ROLLOUT_STYLE.get(rollout["state"], ""))
+        out.append(f"  release {_release_text(rollout)}")
+        if rollout.get("reason"):
+            out.append(f"  ({rollout['reason']})", style="dim")
+        out.append(_stage_progress(rollout, clock=clock), style="dim")
+    if len(rollouts) > limit:
+        out.append(f"\n+{len(rollouts) - limit} more rollout(s) (--json lists all)", style="dim")
+    return out
+
+
+def _release_text(rollout: Mapping[str, Any]) -> str:
+    targets = rollout.get("targets") or {}
+    if targets:
+        return ", ".join(f"{minor} -> {version}" for minor, version in targets.items())
+    return ", ".join(rollout.get("versions") or []) + (" (on demand)" if rollout.get("onDemand") else "")
+
+
+def _stage_progress(rollout: Mapping[str, Any], *, clock: float | None) -> str:
+    """`test: cp 08:00-09:10, nodes 08:00-09:40 · staging: cp 09:10-, ...` (times of the clock's day as HH:MM)."""
+    by_stage: dict[str, list[str]] = {}
+    for stage in rollout.get("stages") or []:
+        start, end = stage.get("startedAt"), stage.get("finishedAt")
+        span = "" if start is None else f" {_moment(start, clock)}-{'' if end is None else _moment(end, clock)}"
+        track = "cp" if stage["track"] == "controlPlane" else stage["track"]
+        by_stage.setdefault(stage["stage"], []).append(f"{track} {stage['state']}{span}")
+    if not by_stage:
+        return ""
+    return "\n  " + " · ".join(f"{name}: {', '.join(tracks)}" for name, tracks in by_stage.items())
+
+
+def _moment(epoch: float, clock: float | None) -> str:
+    moment = dt.datetime.fromtimestamp(epoch, tz=dt.UTC)
+    same_day = clock is not None and dt.datetime.fromtimestamp(clock, tz=dt.UTC).date() == moment.date()
+    return moment.strftime("%H:%M" if same_day else "%m-%d %H:%M")
+
+
+def attention_text(doc: Doc, *, clock: float | None) -> RenderableType | None:
+    """Failed upgrades with their errors, clusters paused by a window or for deprecated API use."""
+    block = doc.get("attention")
+    if not block:
+        return None
+    rows: list[Text] = []
+    for failed in block.get("failed", [])[:_ATTENTION_ROWS]:
+        line = Text("FAILED ", style="bold red")
+        line.append(f"{failed['cluster']} {failed['track']}")
+        if failed.get("version"):
+            line.append(f" -> {failed['version']}")
+        line.append(f": {failed['error']}")
+        rows.append(line)
+    rows += _more(block.get("failedTotal", 0), min(len(block.get("failed", [])), _ATTENTION_ROWS), "failed")
+    window = block.get("pausedWindow", [])
+    if window:
+        first = window[0]
+        opens = (
+            "never (an exclusion with no end)" if first["until"] is None else until_text(first["until"], clock=clock)
+        )
+        line = Text("PAUSED ", style="yellow")
+        line.append(
+            f"MAINTENANCE_POLICY {block.get('pausedWindowTotal', len(window))} cluster track(s): "
+            f"{names_text([w['cluster'] for w in window], total=block.get('pausedWindowTotal'))}; "
+            f"next window opens {opens}"
+        )
+        rows.append(line)
+    deprecated = block.get("pausedDeprecated", [])
+    if deprecated:
+        line = Text("PAUSED ", style="yellow")
+        line.append(
+            f"DEPRECATED_API {block.get('pausedDeprecatedTotal', len(deprecated))} cluster(s): "
+            f"{names_text(deprecated, total=block.get('pausedDeprecatedTotal'))}; "
+            "fix their workloads, then clear the flag in the inventory"
+        )
+        rows.append(line)
+    if not rows:
+        return None
+    return Text("\n").join(rows)
+
+
+def _more(total: int, shown: int, what: str) -> list[Text]:
+    return [Text(f"  +{total - shown} more {what} (--json lists {NAMES_LISTED})", style="dim")] if total > shown else []
+
+
+def wake_text(doc: Doc, *, clock: float | None) -> Text | None:
+    wake = doc.get("nextWakeUp")
+    if not wake:
+        return None
+    out = Text("next wake-up: ", style="bold")
+    out.append(f"{until_text(wake['at'], clock=clock)}, when {wake['why']}")
+    return out
+
+
+def status_view(
+    doc: Doc,
+    *,
+    clock: float,
+    title: str,
+    clock_label: str = "as of",
+    origin: float | None = None,
+    recent: Iterable[str] = (),
+    footer: str = "",
 ) -> RenderableType:
-    """The live view: header clock, stages, partitions, waits, and the latest log lines."""
-    parts: list[RenderableType] = [stages_table(doc, clock=clock), partitions_table(doc), waits_table(doc)]
+    """The one screen `rollout status`, `rollout watch` and `rollout demo` draw."""
+    parts: list[RenderableType] = [
+        rollouts_text(doc, clock=clock),
+        stages_table(doc, clock=clock),
+        partitions_table(doc),
+    ]
+    parts.append(waits_table(doc, clock=clock))
+    for extra in (attention_text(doc, clock=clock), wake_text(doc, clock=clock)):
+        if extra is not None:
+            parts.append(extra)
     lines = list(recent)
     if lines:
         parts.append(
@@ -266,10 +432,19 @@ def dashboard(
     subtitle = Text(footer, style="dim") if footer else None
     return Panel(
         Group(*parts),
-        title=f"[bold]{title}[/]  simulated clock {clock_text(clock, origin=origin)}",
+        title=f"[bold]{title}[/]  {clock_label} {clock_text(clock, origin=origin)}",
         title_align="left",
         subtitle=subtitle,
         subtitle_align="right",
+    )
+
+
+def dashboard(
+    doc: Doc, *, clock: float, title: str, origin: float | None = None, recent: Iterable[str] = (), footer: str = ""
+) -> RenderableType:
+    """The demo's live view: the status screen on the simulated clock, with the latest log lines."""
+    return status_view(
+        doc, clock=clock, title=title, clock_label="simulated clock", origin=origin, recent=recent, footer=footer
     )
 
 
@@ -300,3 +475,171 @@ def attention_table(rows: Sequence[Attention]) -> RenderableType:
     for row in rows:
         table.add_row(row.cluster, row.kind, Text(row.status, style=_STATUS_STYLE.get(row.status, "")), row.reason)
     return table
+
+
+# -- a status document kept up to date from progress events (`rollout watch`) ------------------------
+
+
+def empty_document(now: float) -> dict[str, Any]:
+    return {"now": now, "stages": [], "rollouts": [], "nextWakeUp": None, "attention": None}
+
+
+def _empty_track() -> dict[str, Any]:
+    return {
+        "state": "PENDING",
+        "rollout": None,
+        "reason": None,
+        "version": None,
+        "soakEnd": None,
+        "startedAt": None,
+        "finishedAt": None,
+        "counts": {},
+        "qualified": [],
+        "partitions": [],
+        "waits": [],
+    }
+
+
+class ProgressModel:
+    """A status document (as the planner writes it, or empty) moved forward by progress events.
+
+    Stage transitions, waits and rollout transitions are exact; batches move their clusters to
+    IN_PROGRESS and count them unavailable, an estimate until the next status document, since
+    upgrade results and readiness do not travel on the progress topic.
+    """
+
+    def __init__(self, doc: Doc | None, *, now: float) -> None:
+        self.doc: dict[str, Any] = copy.deepcopy(dict(doc)) if doc else empty_document(now)
+        self.doc.setdefault("rollouts", [])
+
+    def apply(self, body: Mapping[str, Any], *, at: float | None) -> None:
+        if at is not None:
+            self.doc["now"] = max(float(self.doc.get("now") or 0.0), at)
+        kind = body.get("kind")
+        if kind == "stage_transition":
+            self._transition(body)
+        elif kind == "wait_changed":
+            self._track(body)["waits"] = [dict(w) for w in body.get("waits", [])]
+        elif kind == "stage_advance":
+            self._batch(body)
+        elif kind == "rollout_transition":
+            self._rollout(body)["state"] = body["state"]
+            self._rollout(body)["reason"] = body.get("reason")
+
+    def _stage(self, name: str) -> dict[str, Any]:
+        for existing in self.doc["stages"]:
+            if existing["name"] == name:
+                found: dict[str, Any] = existing
+                return found
+        stage: dict[str, Any] = {
+            "name": name,
+            "clusters": 0,
+            "tracks": {track: _empty_track() for track in TRACK_NAMES},
+        }
+        self.doc["stages"].append(stage)
+        return stage
+
+    def _track(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        track: dict[str, Any] = self._stage(str(body["stage"]))["tracks"][str(body["track"])]
+        return track
+
+    def _transition(self, body: Mapping[str, Any]) -> None:
+        track, state, now = self._track(body), str(body["state"]), self.doc["now"]
+        track.update(state=state, reason=body.get("reason"), rollout=body.get("rolloutId"))
+        track["version"] = body.get("version") or track["version"]
+        if state in ("SOAKING", "FORCED_SOAKING"):
+            track["soakEnd"] = body.get("until")
+            track["finishedAt"] = now
+        elif state == "IN_PROGRESS" and track["startedAt"] is None:
+            track["startedAt"] = now
+        elif state == "COMPLETE" and track["version"] and track["version"] not in track["qualified"]:
+            track["qualified"] = sorted([*track["qualified"], track["version"]])
+        if state not in ("IN_PROGRESS", "PAUSED"):
+            track["waits"] = []
+        self._rollout_stage(body, state)
+
+    def _batch(self, body: Mapping[str, Any]) -> None:
+        track, sent = self._track(body), len(body.get("clusters", ()))
+        counts = track["counts"]
+        left = sent
+        for source in ("OUT_OF_SYNC", "PENDING"):
+            taken = min(left, counts.get(source, 0))
+            counts[source] = counts.get(source, 0) - taken
+            left -= taken
+        counts["IN_PROGRESS"] = counts.get("IN_PROGRESS", 0) + sent
+        for partition in track["partitions"]:
+            if partition["name"] == body.get("partition"):
+                partition["unavailable"] += sent
+
+    def _rollout(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        rollout_id = str(body["rolloutId"])
+        for rollout in self.doc["rollouts"]:
+            if rollout["id"] == rollout_id:
+                found: dict[str, Any] = rollout
+                return found
+        rollout = {"id": rollout_id, "state": "RUNNING", "reason": None, "versions": [], "targets": {}, "stages": []}
+        self.doc["rollouts"].append(rollout)
+        return rollout
+
+    def _rollout_stage(self, body: Mapping[str, Any], state: str) -> None:
+        if not body.get("rolloutId"):
+            return
+        rollout = self._rollout(body)
+        if body.get("version") and body["version"] not in rollout["versions"]:
+            rollout["versions"] = [*rollout["versions"], body["version"]]
+        stages = rollout.setdefault("stages", [])
+        entry = next((s for s in stages if s["stage"] == body["stage"] and s["track"] == body["track"]), None)
+        if entry is None:
+            entry = {"stage": body["stage"], "track": body["track"], "startedAt": None, "finishedAt": None}
+            stages.append(entry)
+        entry["state"] = state
+        if state == "IN_PROGRESS" and entry["startedAt"] is None:
+            entry["startedAt"] = self.doc["now"]
+        if state in ("SOAKING", "FORCED_SOAKING"):
+            entry["finishedAt"] = self.doc["now"]
+
+
+# -- progress of long commands on stderr ---------------------------------------------------------------
+
+
+@contextmanager
+def spinner(message: str, *, console: Console | None = None) -> Iterator[None]:
+    """A rich spinner on stderr while a long step runs; nothing when stderr is not a terminal."""
+    console = console or Console(stderr=True)
+    if not console.is_terminal:
+        yield
+        return
+    with console.status(message):
+        yield
+
+
+class ProgressCount:
+    """`published 1200/5000 clusters` on stderr, redrawn in place; nothing when stderr is not a terminal."""
+
+    def __init__(self, total: int, what: str, *, console: Console | None = None) -> None:
+        self.total, self.done, self.what = total, 0, what
+        self._console = console or Console(stderr=True)
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+
+    def __enter__(self) -> ProgressCount:
+        if self._console.is_terminal:
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                console=self._console,
+                transient=True,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(self.what, total=self.total)
+        return self
+
+    def advance(self, count: int) -> None:
+        self.done += count
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=self.done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()

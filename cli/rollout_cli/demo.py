@@ -27,14 +27,16 @@ from rollout_cli.dashboard import (
     clock_text,
     dashboard,
     names_text,
+    status_view,
     summary_table,
 )
 from rollout_common.commands import Command, Notice, RolloutTransition, StageAdvance, StageTransition, Wait
-from rollout_common.duration import format_duration
+from rollout_common.duration import format_duration, parse_duration
 from rollout_common.status import TRACKS
 from rollout_planner.engine.model import TRACK_INDEXES
 from rollout_planner.engine.reasons import describe_waits, window_waits
-from rollout_planner.engine.views import cluster_status, stage_view
+from rollout_planner.engine.views import cluster_status
+from rollout_planner.service.status_document import status_document as planner_status
 from rollout_planner.simulation.runner import Simulator
 from rollout_planner.simulation.scenario import Scenario, ScenarioError, load_scenario
 
@@ -78,6 +80,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     demo.add_argument("--no-live", action="store_true", help="print timestamped log lines instead of a live view")
     demo.add_argument("--scenario", type=Path, metavar="FILE", help="run this scenario file instead")
     demo.add_argument("--json", action="store_true", help="no animation; print the summary as one JSON object")
+    demo.add_argument(
+        "--status-at",
+        metavar="T",
+        help="run to simulated time T (such as 2h or 9h10m after the start) as fast as possible, print the "
+        "`rollout status` screen of that moment and exit; with --json, the status document instead",
+    )
     demo.set_defaults(handler=run_demo)
 
 
@@ -89,11 +97,14 @@ def run_demo(args: argparse.Namespace) -> int:
     try:
         scenario = _scenario_from(args)
         speed = _checked_speed(args.speed)
+        status_at = _checked_status_at(args.status_at, until=scenario.until)
         sim = Simulator(scenario)
     except (DemoError, ScenarioError, ValueError) as exc:
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     console = Console(width=None if sys.stdout.isatty() else 120)
+    if status_at is not None:
+        return _status_at(sim, status_at, console=console, as_json=args.json)
     observer = Observer(sim)
     began = time.monotonic()
     if args.json:
@@ -122,6 +133,35 @@ def _checked_speed(speed: float) -> float:
     if not speed >= 0:  # also rejects NaN
         raise DemoError(f"--speed must be 0 (as fast as possible) or positive, not {speed:g}")
     return speed
+
+
+def _checked_status_at(text: str | None, *, until: float) -> float | None:
+    if text is None:
+        return None
+    try:
+        at = parse_duration(text.strip().removeprefix("T+"), field="--status-at")
+    except ValueError as exc:
+        raise DemoError(f"--status-at {text!r}: expected a time after the start such as 2h or 9h10m") from exc
+    if at > until:
+        raise DemoError(f"--status-at {text} is after the end of the run ({format_duration(until)} after the start)")
+    return at
+
+
+def _status_at(sim: Simulator, at: float, *, console: Console, as_json: bool) -> int:
+    """Decide every instant up to `at` (seconds after the start), then show the status screen of that moment."""
+    sim.start()
+    while (t := sim.next_time()) is not None and t <= at:
+        sim.step()
+    doc = status_document(sim)
+    if as_json:
+        json.dump(doc, sys.stdout, default=str)
+        sys.stdout.write("\n")
+        return 0
+    title = f"rollout status · demo {sim.scenario.name} · {len(sim.state.clusters)} clusters"
+    console.print(
+        status_view(doc, clock=sim.origin + at, title=title, clock_label="simulated clock", origin=sim.origin)
+    )
+    return 0
 
 
 # -- the scenario ------------------------------------------------------------------------------------
@@ -203,8 +243,8 @@ def drive(sim: Simulator, pacer: Pacer, *, on_step: Callable[[float], object]) -
 
 
 def status_document(sim: Simulator) -> dict[str, Any]:
-    """The planner service's status document shape (the part the dashboard reads)."""
-    return {"now": sim.state.now, "stages": [stage_view(sim.state, stage) for stage in sim.state.stages]}
+    """The planner service's own status document, so the demo draws what `rollout status` would show."""
+    return planner_status(sim.state, batch=sim.report.decisions)
 
 
 def _run_live(sim: Simulator, observer: Observer, *, speed: float, console: Console) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from rollout_cli.dashboard import spinner
 from rollout_planner.simulation.preview import preview
 from rollout_planner.simulation.runner import simulate
 from rollout_planner.simulation.scenario import ScenarioError, load_scenario
@@ -78,7 +79,8 @@ def run_plan(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.file)
     except ScenarioError as exc:
         return _fail(str(exc))
-    result = preview(scenario)
+    with spinner(f"planning {args.file}: partitions, batch order, eligibility of every cluster"):
+        result = preview(scenario)
     if args.json:
         json.dump(result, sys.stdout)
         sys.stdout.write("\n")

@@ -16,19 +16,22 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
-from rich.table import Table
+from rich.live import Live
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.redis_store import RedisStore
+from rollout_cli.dashboard import ProgressCount, ProgressModel, spinner, status_view
 from rollout_common import envelope
 from rollout_common.errors import InvalidInputError, RolloutError, TransientError, UnknownTopicError
 from rollout_common.events import InventoryChange, OperatorCommand, ReleaseTarget, StartRollout
+from rollout_common.ports import Consumer, Record
 from rollout_common.topics import ALL
 from rollout_common.topics.catalog import INVENTORY, OPERATOR_COMMANDS, PROGRESS, RELEASE_TARGETS, TopicDef
 from rollout_planner.service.checkpoint import SEQUENCE_KEY, STATUS_KEY
@@ -36,8 +39,9 @@ from rollout_planner.simulation.scenario import ScenarioError, load_scenario
 
 # Long enough for a broker that is up but slow; short enough that a wrong address fails fast.
 _CONNECT_TIMEOUT_S = 20.0
-_WAIT_SHOWN = 5
-_PIPED_WIDTH = 200
+_PIPED_WIDTH = 160
+_PUBLISH_CHUNK = 500
+_RECENT_EVENTS = 6
 
 
 class UserError(Exception):
@@ -80,14 +84,24 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     soak_choice.add_argument("--clear", action="store_true", help="remove the override")
     soak.set_defaults(handler=_handler(_soak))
 
-    status = sub.add_parser("status", parents=[common], help="stages, tracks, partitions and why they wait")
+    status = sub.add_parser(
+        "status", parents=[common], help="one screen: rollouts, stages, partitions, why they wait, next wake-up"
+    )
     status.add_argument("--json", action="store_true", help="print the raw status document")
+    status.add_argument("--stage", help="show this stage only")
     status.set_defaults(handler=_handler(_status))
 
-    watch = sub.add_parser("watch", parents=[common], help="print every progress event as it happens")
+    watch = sub.add_parser(
+        "watch",
+        parents=[common],
+        help="live status screen moved on by progress events (one line per event with --plain)",
+    )
     watch.add_argument("--from-beginning", action="store_true", help="replay the topic's history first")
-    watch.add_argument("--count", type=int, help="exit after this many events")
-    watch.set_defaults(handler=_handler(_watch))
+    watch.add_argument("--count", type=_positive_int, help="exit after this many events")
+    watch.add_argument(
+        "--plain", action="store_true", help="one line per event (the default when stdout is not a terminal)"
+    )
+    watch.set_defaults(handler=_handler(_watch, interrupted=0))
 
     apply = sub.add_parser(
         "apply",
@@ -133,8 +147,23 @@ def _common_options() -> argparse.ArgumentParser:
     return common
 
 
-def _handler(run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]]) -> Callable[[argparse.Namespace], int]:
-    """Run an async command; turn the errors a person can cause into one line and exit code 2."""
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, not {text!r}")
+    return value
+
+
+def _handler(
+    run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]], *, interrupted: int = 130
+) -> Callable[[argparse.Namespace], int]:
+    """Run an async command; turn the errors a person can cause into one line and exit code 2.
+
+    Ctrl-C exits with `interrupted`: 130 by convention, 0 for `watch`, where it is how one stops.
+    """
 
     def handle(args: argparse.Namespace) -> int:
         # aiokafka logs each failed connection attempt; the one line below says it better.
@@ -144,6 +173,8 @@ def _handler(run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]]) -> C
         except UserError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            return interrupted
 
     return handle
 
@@ -185,6 +216,9 @@ async def _operator_action(args: argparse.Namespace) -> int:
 
 
 async def _soak(args: argparse.Namespace) -> int:
+    document = await _status_if_any(args)
+    if document is not None:
+        _check_stage(args.stage, document)
     command = _command(
         action="soak_override", stage=args.stage, version=args.version, soak=None if args.clear else args.soak
     )
@@ -204,16 +238,18 @@ def _command(**fields: Any) -> OperatorCommand:
 
 async def _apply(args: argparse.Namespace) -> int:
     try:
-        scenario = load_scenario(args.file)
+        with spinner(f"reading {args.file}"):
+            scenario = load_scenario(args.file)
+            clusters = scenario.fleet()
     except ScenarioError as exc:
         raise UserError(str(exc)) from exc
-    clusters = scenario.fleet()
     upserts = [
         (InventoryChange(action="upsert", cluster=c), f"inventory-{c.name}-{uuid.uuid4().hex[:8]}") for c in clusters
     ]
     sequence = scenario.sequence.model_dump_json(by_alias=True).encode()
     await _with_store(args, lambda store: store.put(SEQUENCE_KEY, sequence))
-    await _publish(args, INVENTORY, upserts, create_topics=True)
+    with ProgressCount(len(upserts), "publishing clusters to the inventory") as progress:
+        await _publish(args, INVENTORY, upserts, create_topics=True, progress=progress)
     print(
         f"applied {args.file}: sequence {scenario.sequence.name!r} with {len(scenario.sequence.stages)} "
         f"stage(s) stored; {len(clusters)} cluster(s) published to the inventory"
@@ -222,28 +258,52 @@ async def _apply(args: argparse.Namespace) -> int:
 
 
 async def _publish(
-    args: argparse.Namespace, topic: TopicDef, items: Sequence[tuple[BaseModel, str]], *, create_topics: bool = False
+    args: argparse.Namespace,
+    topic: TopicDef,
+    items: Sequence[tuple[BaseModel, str]],
+    *,
+    create_topics: bool = False,
+    progress: ProgressCount | None = None,
 ) -> None:
     bus = KafkaBus(args.bootstrap, client_id=args.source)
     name = args.topic_prefix + topic.name
+
+    async def send(model: BaseModel, event_id: str) -> None:
+        value, headers = envelope.encode(model, event_id=event_id, source=args.source, at=time.time())
+        await bus.publish(name, key=topic.key(model).encode(), value=value, headers=headers)
+
     try:
         async with asyncio.timeout(_CONNECT_TIMEOUT_S):
             if create_topics:
                 await bus.ensure_topics([t.spec(args.topic_prefix) for t in ALL])
-            for model, event_id in items:
-                value, headers = envelope.encode(model, event_id=event_id, source=args.source, at=time.time())
-                await bus.publish(name, key=topic.key(model).encode(), value=value, headers=headers)
+            if items:
+                await send(*items[0])  # connects, and fails fast on a wrong address or topic
+        # The rest in chunks sent together: one round trip per chunk instead of per message, and a
+        # deadline per chunk so a large fleet is not cut off by the connect timeout.
+        for start in range(1, len(items), _PUBLISH_CHUNK):
+            chunk = items[start : start + _PUBLISH_CHUNK]
+            async with asyncio.timeout(_CONNECT_TIMEOUT_S):
+                await asyncio.gather(*(send(model, event_id) for model, event_id in chunk))
+            if progress is not None:
+                progress.advance(len(chunk) + (1 if start == 1 else 0))
     except UnknownTopicError as exc:
         raise UserError(
-            f"topic {name!r} does not exist on {args.bootstrap}; run `rollout apply` or start the "
+            f"topic {name!r} does not exist on {args.bootstrap}: run `rollout apply` or start the "
             f"planner first, or check --topic-prefix"
         ) from exc
     except (TransientError, TimeoutError) as exc:
-        raise UserError(f"cannot reach Kafka at {args.bootstrap}: {_short(exc)}") from exc
+        raise UserError(_kafka_unreachable(args)) from exc
     except RolloutError as exc:
-        raise UserError(f"Kafka at {args.bootstrap}: {_short(exc)}") from exc
+        raise UserError(f"Kafka at {args.bootstrap} refused: {_short(exc)}") from exc
     finally:
         await bus.close()
+
+
+def _kafka_unreachable(args: argparse.Namespace) -> str:
+    return (
+        f"cannot reach Kafka at {args.bootstrap}: start the broker or point --bootstrap "
+        "(or ROLLOUT_KAFKA_BOOTSTRAP) at a running one"
+    )
 
 
 def _validated(model: type[Any], **fields: Any) -> Any:
@@ -269,103 +329,145 @@ async def _with_store(args: argparse.Namespace, call: Callable[[RedisStore], Awa
         async with asyncio.timeout(_CONNECT_TIMEOUT_S):
             return await call(store)
     except (TransientError, TimeoutError) as exc:
-        raise UserError(f"cannot reach Redis at {args.redis}: {_short(exc)}") from exc
+        raise UserError(
+            f"cannot reach Redis at {args.redis}: start Redis or point --redis (or ROLLOUT_REDIS_URL) at the planner's"
+        ) from exc
     except RolloutError as exc:
-        raise UserError(f"Redis at {args.redis}: {_short(exc)}") from exc
+        raise UserError(f"Redis at {args.redis} refused: {_short(exc)}") from exc
     finally:
         await store.close()
 
 
-async def _status(args: argparse.Namespace) -> int:
+async def _read_status(args: argparse.Namespace) -> dict[str, Any]:
     raw = await _with_store(args, lambda store: store.get(STATUS_KEY))
     if raw is None:
-        raise UserError(f"no status under namespace {args.namespace!r} at {args.redis}: has a planner run yet?")
-    document = json.loads(raw)
+        raise UserError(
+            f"no status yet under namespace {args.namespace!r} at {args.redis}: start the planner and "
+            "`rollout apply` a sequence, or check --redis and --namespace"
+        )
+    try:
+        document: dict[str, Any] = json.loads(raw)
+    except ValueError as exc:
+        raise UserError(
+            f"the status under namespace {args.namespace!r} is not JSON: check --redis and --namespace"
+        ) from exc
+    return document
+
+
+async def _status_if_any(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The status document when Redis answers and holds one; None otherwise (a check that may be skipped)."""
+    try:
+        return await _read_status(args)
+    except UserError:
+        return None
+
+
+def _check_stage(stage: str, document: Mapping[str, Any]) -> None:
+    names = [s["name"] for s in document.get("stages", [])]
+    if names and stage not in names:
+        raise UserError(f"unknown stage {stage!r}: sequence {document.get('sequence')!r} has {', '.join(names)}")
+
+
+async def _status(args: argparse.Namespace) -> int:
+    document = await _read_status(args)
+    if args.stage is not None:
+        _check_stage(args.stage, document)
+        document = {**document, "stages": [s for s in document["stages"] if s["name"] == args.stage]}
     if args.json:
         print(json.dumps(document, indent=2))
         return 0
     # Piped or captured output gets wide lines instead of rich's 80-column wrapping, so it greps.
-    _render_status(document, Console(width=None if sys.stdout.isatty() else _PIPED_WIDTH))
+    console = Console(width=None if sys.stdout.isatty() else _PIPED_WIDTH)
+    console.print(status_view(document, clock=float(document["now"]), title=_status_title(document, args)))
     return 0
 
 
-def _render_status(document: dict[str, Any], console: Console) -> None:
-    console.print(
-        f"sequence [bold]{document['sequence']}[/] (channel {document['channel']}), "
-        f"{document['clusters']} clusters, as of {_when(document['now'])}"
-    )
-    rollouts = Table("rollout", "state", "versions", "reason", title="rollouts")
-    for rollout in document["rollouts"]:
-        rollouts.add_row(rollout["id"], rollout["state"], ", ".join(rollout["versions"]), rollout["reason"])
-    console.print(rollouts)
-    stages = Table("stage", "track", "state", "version", "clusters by status", "soak end", "qualified", title="stages")
-    partitions = Table(
-        "stage",
-        "track",
-        "partition",
-        "clusters",
-        "maxUnavailable",
-        "unavailable",
-        "not done",
-        "ready",
-        title="partitions",
-    )
-    waits = Table("stage", "track", "rule", "why", "numbers", "clusters", "until", title="waiting because")
-    for stage in document["stages"]:
-        for track, view in stage["tracks"].items():
-            counts = ", ".join(f"{k} {v}" for k, v in sorted(view["counts"].items()))
-            stages.add_row(
-                stage["name"],
-                track,
-                view["state"],
-                view["version"] or "",
-                counts,
-                _when(view["soakEnd"]),
-                ", ".join(view["qualified"]),
-            )
-            for part in view["partitions"]:
-                partitions.add_row(
-                    stage["name"],
-                    track,
-                    part["name"],
-                    str(part["clusters"]),
-                    str(part["maxUnavailable"]),
-                    str(part["unavailable"]),
-                    str(part["notDone"]),
-                    "Ready" if part["ready"] else "NotReady",
-                )
-            for wait in view["waits"]:
-                names = wait.get("clusters") or []
-                more = len(names) - _WAIT_SHOWN
-                shown = ", ".join(names[:_WAIT_SHOWN]) + (f" (+{more})" if more > 0 else "")
-                numbers = ", ".join(f"{k}={v}" for k, v in (wait.get("numbers") or {}).items())
-                waits.add_row(
-                    stage["name"], track, wait["rule"], wait["message"], numbers, shown, _when(wait.get("until"))
-                )
-    console.print(stages)
-    console.print(partitions)
-    if waits.row_count:
-        console.print(waits)
+def _status_title(document: Mapping[str, Any], args: argparse.Namespace) -> str:
+    where = f"sequence {document.get('sequence', '?')} (channel {document.get('channel', '?')})"
+    return f"rollout status · {where} · {document.get('clusters', '?')} clusters · batch {document.get('batch', '?')}"
 
 
 async def _watch(args: argparse.Namespace) -> int:
+    plain = args.plain or not sys.stdout.isatty()
+    model: ProgressModel | None = None
+    if not plain:
+        # The stored status is the best start; without it the screen fills in as events arrive.
+        seed = await _status_if_any(args)
+        model = ProgressModel(seed, now=time.time())
     bus = KafkaBus(args.bootstrap, client_id=args.source)
     topic = args.topic_prefix + PROGRESS.name
     # A group of its own: every watcher sees every event, and none moves another's position.
     consumer = bus.consumer([topic], group=f"rollout-watch-{uuid.uuid4().hex[:8]}", from_beginning=args.from_beginning)
-    seen = 0
     try:
-        while args.count is None or seen < args.count:
-            for record in await consumer.poll(max_records=100, timeout_s=1.0):
-                print(_progress_line(record.value, record.headers), flush=True)
-                seen += 1
+        async with asyncio.timeout(_CONNECT_TIMEOUT_S):
+            first = await consumer.poll(max_records=100, timeout_s=0.1)  # joins; fails fast on a bad address
+        if model is None:
+            await _watch_plain(consumer, first, count=args.count)
+        else:
+            await _watch_live(consumer, first, model, count=args.count, title=f"rollout watch · {topic}")
     except UnknownTopicError as exc:
-        raise UserError(f"topic {topic!r} does not exist on {args.bootstrap}; check --topic-prefix") from exc
-    except TransientError as exc:
-        raise UserError(f"cannot reach Kafka at {args.bootstrap}: {_short(exc)}") from exc
+        raise UserError(
+            f"topic {topic!r} does not exist on {args.bootstrap}: start the planner first, or check --topic-prefix"
+        ) from exc
+    except (TransientError, TimeoutError) as exc:
+        raise UserError(_kafka_unreachable(args)) from exc
     finally:
         await bus.close()
     return 0
+
+
+async def _watch_plain(consumer: Consumer, first: list[Record], *, count: int | None) -> None:
+    seen, records = 0, first
+    while True:
+        for record in records:
+            print(_progress_line(record.value, record.headers), flush=True)
+            seen += 1
+            if count is not None and seen >= count:
+                return
+        records = await consumer.poll(max_records=100, timeout_s=1.0)
+
+
+async def _watch_live(
+    consumer: Consumer, first: list[Record], model: ProgressModel, *, count: int | None, title: str
+) -> None:
+    recent: deque[str] = deque(maxlen=_RECENT_EVENTS)
+    console = Console()
+
+    def screen() -> Any:
+        footer = "Ctrl-C stops; batches are estimates until the next `rollout status`"
+        clock = float(model.doc["now"])
+        return status_view(model.doc, clock=clock, title=title, recent=list(recent), footer=footer)
+
+    seen, records = 0, first
+    with Live(screen(), console=console, auto_refresh=False) as live:
+        while True:
+            for record in records:
+                recent.append(_apply_event(model, record))
+                seen += 1
+                if count is not None and seen >= count:
+                    live.update(screen(), refresh=True)
+                    return
+            if records:
+                live.update(screen(), refresh=True)
+            records = await consumer.poll(max_records=100, timeout_s=1.0)
+
+
+def _apply_event(model: ProgressModel, record: Record) -> str:
+    line = _progress_line(record.value, record.headers)
+    try:
+        meta, event = envelope.decode(record.value, record.headers, PROGRESS.models)
+    except InvalidInputError:
+        return line
+    at = _epoch(meta.time)
+    model.apply(event.model_dump(mode="json", by_alias=True), at=at)
+    return line
+
+
+def _epoch(text: str) -> float | None:
+    try:
+        return dt.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
 
 
 def _progress_line(value: bytes, headers: Any) -> str:

@@ -1,0 +1,113 @@
+"""`rollout watch`: the status screen moved on by progress events, or one line per event."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import re
+import sys
+
+import pytest
+from rich.console import Console
+
+from rollout_adapters.kafka_bus import KafkaBus
+from rollout_cli.dashboard import ProgressModel, status_view
+from rollout_cli.demo import builtin_scenario, status_document
+from rollout_cli.main import main
+from rollout_common import envelope
+from rollout_common.commands import Command, WakeAt
+from rollout_common.topics import ALL
+from rollout_common.topics.catalog import PROGRESS
+from rollout_planner.simulation.runner import Simulator
+
+NO_REDIS = "redis://127.0.0.1:1/0"
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _demo_until(at: float) -> Simulator:
+    sim = Simulator(builtin_scenario())
+    sim.start()
+    while (t := sim.next_time()) is not None and t <= at:
+        sim.step()
+    return sim
+
+
+def _progress(commands: list[Command]) -> list[dict[str, object]]:
+    return [c.model_dump(mode="json", by_alias=True) for c in commands if not isinstance(c, WakeAt)]
+
+
+def _render(model: ProgressModel) -> str:
+    console = Console(file=io.StringIO(), width=160)
+    console.print(status_view(model.doc, clock=model.doc["now"], title="watch"))
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    return " ".join(out.split())
+
+
+def test_events_alone_rebuild_stages_waits_and_rollouts() -> None:
+    sim = _demo_until(2 * 3600)
+    model = ProgressModel(None, now=sim.origin)
+    for body in _progress(sim.report.commands):
+        model.apply(body, at=sim.state.now)
+    screen = _render(model)
+    assert "rollout demo-1 RUNNING" in screen
+    assert "1 earlier partition(s) NotReady (canary) > maxUnavailablePartitions 0" in screen
+    tracks = {s["name"]: s["tracks"]["controlPlane"]["state"] for s in model.doc["stages"]}
+    assert tracks == {"test": "COMPLETE", "staging": "IN_PROGRESS"}
+
+
+def test_events_move_a_stored_document_forward() -> None:
+    before = _demo_until(8 * 3600 + 30 * 60)
+    seen = len(before.report.commands)
+    model = ProgressModel(status_document(before), now=before.state.now)
+    after = _demo_until(9 * 3600 + 10 * 60)
+    for body in _progress(after.report.commands[seen:]):
+        model.apply(body, at=after.state.now)
+    prod = next(s for s in model.doc["stages"] if s["name"] == "prod")["tracks"]
+    assert prod["controlPlane"]["state"] == "IN_PROGRESS"
+    assert prod["nodes"]["state"] == "IN_PROGRESS"
+    assert prod["controlPlane"]["counts"]["IN_PROGRESS"] > 0  # batches counted as upgrading
+    assert {w["rule"] for w in prod["nodes"]["waits"]} == {"GATE-1", "GATE-3"}
+    assert "partition Partition 0 - 42: 26 clusters unavailable, maxUnavailable is 4" in _render(model)
+
+
+async def _publish_demo_progress(bootstrap: str, prefix: str, *, until: float) -> int:
+    sim = _demo_until(until)
+    bus = KafkaBus(bootstrap, client_id=f"{prefix}test")
+    commands = [c for c in sim.report.commands if not isinstance(c, WakeAt)]
+    try:
+        await bus.ensure_topics([t.spec(prefix) for t in ALL])
+        for number, command in enumerate(commands):
+            value, headers = envelope.encode(command, event_id=f"{prefix}{number}", source="test", at=sim.state.now)
+            await bus.publish(prefix + PROGRESS.name, key=PROGRESS.key(command).encode(), value=value, headers=headers)
+    finally:
+        await bus.close()
+    return len(commands)
+
+
+@pytest.mark.integration
+def test_watch_plain_prints_one_line_per_event(
+    kafka_bootstrap: str, topic_prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = topic_prefix + "."
+    published = asyncio.run(_publish_demo_progress(kafka_bootstrap, prefix, until=2 * 3600))
+    argv = ["watch", "--plain", "--from-beginning", "--count", str(published)]
+    assert main([*argv, "--bootstrap", kafka_bootstrap, "--topic-prefix", prefix]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == published
+    assert any("wait_changed" in line and "staging/controlPlane" in line and "GATE-3" in line for line in lines)
+
+
+@pytest.mark.integration
+def test_watch_draws_the_status_screen_from_events(
+    kafka_bootstrap: str, topic_prefix: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prefix = topic_prefix + "."
+    published = asyncio.run(_publish_demo_progress(kafka_bootstrap, prefix, until=2 * 3600))
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setenv("COLUMNS", "200")
+    argv = ["watch", "--from-beginning", "--count", str(published), "--redis", NO_REDIS]
+    assert main([*argv, "--bootstrap", kafka_bootstrap, "--topic-prefix", prefix]) == 0
+    screen = " ".join(_ANSI.sub("", capsys.readouterr().out).split())
+    assert f"rollout watch · {prefix}rollout.progress" in screen
+    assert "1 earlier partition(s) NotReady (canary) > maxUnavailablePartitions 0" in screen
+    assert "Latest events" in screen
