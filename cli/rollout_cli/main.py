@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -26,6 +28,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`rollout ... | head`): stop quietly, as other command-line tools do
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - replaced so interpreter exit does not flush into the closed pipe
+        return 0
     return code
 
 
