@@ -123,14 +123,16 @@ def _faust_routes(settings: MonitorSettings) -> set[str]:
 
 def served(settings: BaseSettings) -> tuple[int, set[str]]:
     """(port, paths) of the service's HTTP endpoints with these settings; port 0: none."""
+    # Every service serves its probes and metrics with the one shared server.
+    routes = _route_strings("rollout_adapters.status_server")
     if isinstance(settings, PlannerSettings):
-        return settings.http_port, _route_strings("rollout_planner.service.probes")
-    if isinstance(settings, ExecutorSettings):
-        return settings.metrics_port, _route_strings("rollout_executor.status_server")
-    if isinstance(settings, MonitorSettings):
-        return settings.web_port, _faust_routes(settings) if settings.web_port else set()
-    assert isinstance(settings, ReporterSettings)
-    return 0, set()
+        return settings.http_port, routes
+    if isinstance(settings, ExecutorSettings | ReporterSettings):
+        return settings.metrics_port, routes
+    assert isinstance(settings, MonitorSettings)
+    if settings.metrics_port:
+        return settings.metrics_port, routes
+    return settings.web_port, _faust_routes(settings) if settings.web_port else set()
 
 
 K8S_CONTAINERS = [c for c in CONTAINERS if not c[0].startswith("compose/")]

@@ -9,7 +9,7 @@ import pytest
 from rollout_common.errors import InvalidInputError
 from rollout_common.status import Track
 from rollout_executor.drivers import CommandDriver, SimulatedDriver, build_driver
-from rollout_executor.settings import DriverKind, load_settings
+from rollout_executor.settings import DriverKind, load_settings, poll_interval_s
 
 
 def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,3 +42,15 @@ def test_unknown_settings_are_refused(tmp_path: Path) -> None:
     # One line naming the field, never a pydantic dump (whose input values could be secrets).
     with pytest.raises(InvalidInputError, match="concurency"):
         load_settings(config)
+
+
+def test_the_poll_interval_covers_the_longest_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROLLOUT_DRIVER", "command")
+    monkeypatch.setenv("ROLLOUT_COMMAND__EXECUTABLE", "upgrade-cluster")
+    monkeypatch.setenv("ROLLOUT_COMMAND__TIMEOUT_S", "3600")
+    monkeypatch.setenv("ROLLOUT_BATCH_MAX_RECORDS", "10")
+    monkeypatch.setenv("ROLLOUT_MAX_CONCURRENT_UPGRADES", "5")
+    # Two rounds of hour-long upgrades, with a margin: the member stays in the group throughout.
+    assert poll_interval_s(load_settings()) >= 2 * 3600
+    monkeypatch.setenv("ROLLOUT_MAX_POLL_INTERVAL_S", "900")
+    assert poll_interval_s(load_settings()) == 900

@@ -82,6 +82,8 @@ async def test_only_changes_are_published(monitor: HealthMonitor, outbox: Record
         ("c1", False, "reported not ready"),
     ]
     assert monitor.table["c1"]["last_published"] is False
+    assert _sample(monitor, "rollout_health_readiness_changes_total", ready="true") == 1
+    assert _sample(monitor, "rollout_health_readiness_changes_total", ready="false") == 2
 
 
 async def test_a_silent_cluster_is_marked_stale_once_then_recovers(
@@ -99,6 +101,7 @@ async def test_a_silent_cluster_is_marked_stale_once_then_recovers(
         value, headers = _heartbeat("c1", True)
         await agent.put(value, key=b"c1", headers=headers, timestamp=1041.0)
     assert outbox.readiness()[-2:] == [("c1", False, "stale: no heartbeat for 40 s"), ("c1", True, "reported ready")]
+    assert _sample(monitor, "rollout_health_stale_marks_total") == 1
 
 
 async def test_a_bad_heartbeat_is_dead_lettered_and_the_agent_goes_on(
@@ -112,4 +115,12 @@ async def test_a_bad_heartbeat_is_dead_lettered_and_the_agent_goes_on(
     [(_, key, value, headers)] = [sent for sent in outbox.sent if sent[0] == DEAD_LETTER.name]
     assert (key, value) == (b"c1", b"\xff not json")
     assert headers["dlq_reason"].startswith(b"missing CloudEvents header")
+    assert headers["dlq_source"].startswith(b"rollout-health/")
     assert outbox.readiness() == [("c1", True, "reported ready")]
+    topic = monitor.heartbeats.get_topic_name()
+    assert _sample(monitor, "rollout_dead_letters_total", topic=topic, reason_kind="bad_headers") == 1
+
+
+def _sample(monitor: HealthMonitor, name: str, **labels: str) -> float | None:
+    value = monitor.metrics.registry.get_sample_value(name, labels)
+    return value

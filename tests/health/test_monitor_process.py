@@ -6,11 +6,13 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 
+import aiohttp
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -32,8 +34,11 @@ def monitor_process(kafka_bootstrap: str, topic_prefix: str) -> Iterator[subproc
         "ROLLOUT_TOPIC_PREFIX": f"{topic_prefix}.",
         "ROLLOUT_STALENESS_LIMIT_S": "6",
         "ROLLOUT_CHECK_INTERVAL_S": "0.5",
+        "ROLLOUT_METRICS_HOST": "127.0.0.1",
+        "ROLLOUT_METRICS_PORT": str(_free_port()),
     }
     process = subprocess.Popen([sys.executable, "-m", "rollout_health", "monitor"], env=env, start_new_session=True)
+    process.metrics_port = int(env["ROLLOUT_METRICS_PORT"])  # type: ignore[attr-defined]
     yield process
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
@@ -42,6 +47,17 @@ def monitor_process(kafka_bootstrap: str, topic_prefix: str) -> Iterator[subproc
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)  # the supervisor and its worker
             process.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _get(port: int, path: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}{path}") as response:
+        return response.status, await response.text()
 
 
 class Heartbeats:
@@ -127,6 +143,10 @@ async def test_heartbeats_become_readiness_changes_and_silence_becomes_stale(
         await heartbeats.send("c1", ready=False, detail="apiserver down")
         await until("c1", False, "apiserver down", timeout_s=10)
         [letter] = [m for batch in (await dead_letters.getmany(timeout_ms=5000)).values() for m in batch]
+        port = monitor_process.metrics_port  # type: ignore[attr-defined]
+        assert (await _get(port, "/healthz"))[0] == 200
+        assert (await _get(port, "/readyz"))[0] == 200
+        _, metrics = await _get(port, "/metrics")
     finally:
         alive.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -134,6 +154,9 @@ async def test_heartbeats_become_readiness_changes_and_silence_becomes_stale(
         await readiness.stop()
         await dead_letters.stop()
     assert [c for c in changes if c[0] == "c1"] == [("c1", True, "reported ready"), ("c1", False, "apiserver down")]
+    heartbeats_topic = f"{prefix}{HEARTBEATS.name}"
+    assert f'rollout_dead_letters_total{{reason_kind="bad_headers",topic="{heartbeats_topic}"}} 1.0' in metrics
+    assert "rollout_health_stale_marks_total 1.0" in metrics
     assert [c for c in changes if c[0] == "c2"] == [
         ("c2", True, "reported ready"),
         ("c2", False, "stale: no heartbeat for 6 s"),

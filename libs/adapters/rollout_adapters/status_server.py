@@ -1,4 +1,9 @@
-"""`/healthz`, `/readyz` and `/metrics` over HTTP (aiohttp, which faust already brings)."""
+"""`/healthz`, `/readyz` and `/metrics` over HTTP (aiohttp, which faust already brings).
+
+The one probe and metrics server of every service (planner, executor, health reporter and
+monitor): liveness and readiness are what the service's callables say, metrics are a
+Prometheus registry's exposition.
+"""
 
 from __future__ import annotations
 
@@ -8,38 +13,75 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 
-class StatusServer:
-    """Liveness is "the loop answers"; readiness is whatever `ready` says (joined the group)."""
+def _always() -> bool:
+    return True
 
-    def __init__(self, *, host: str, port: int, registry: CollectorRegistry, ready: Callable[[], bool]) -> None:
+
+class StatusServer:
+    """Liveness defaults to "the loop answers"; readiness is whatever `ready` says."""
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        ready: Callable[[], bool],
+        registry: CollectorRegistry | None = None,
+        metrics: Callable[[], bytes] | None = None,
+        healthy: Callable[[], bool] = _always,
+    ) -> None:
+        if (registry is None) == (metrics is None):
+            raise ValueError("give either a registry or a metrics callable")
         self._host = host
         self._port = port
         self._registry = registry
+        self._metrics_body = metrics or self._exposition
         self._ready = ready
+        self._healthy = healthy
         self._runner: web.AppRunner | None = None
+        self.port: int | None = None
 
-    async def start(self) -> None:
+    async def start(self) -> int:
+        """Listen; returns the bound port (the one chosen when asked for port 0)."""
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        await web.TCPSite(self._runner, self._host, self._port).start()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        self.port = int(sockets[0].getsockname()[1]) if sockets else self._port
+        return self.port
 
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
 
+    def _exposition(self) -> bytes:
+        assert self._registry is not None
+        return generate_latest(self._registry)
+
     async def _healthz(self, _: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
+        return _closing(
+            web.Response(text="ok\n") if self._healthy() else web.Response(status=503, text="not healthy\n")
+        )
 
     async def _readyz(self, _: web.Request) -> web.Response:
-        if self._ready():
-            return web.Response(text="ready\n")
-        return web.Response(status=503, text="not ready\n")
+        return _closing(web.Response(text="ready\n") if self._ready() else web.Response(status=503, text="not ready\n"))
 
     async def _metrics(self, _: web.Request) -> web.Response:
-        body = generate_latest(self._registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return _closing(web.Response(body=self._metrics_body(), headers={"Content-Type": CONTENT_TYPE_LATEST}))
+
+
+def _closing(response: web.Response) -> web.Response:
+    # One request per connection: probes and scrapes reconnect anyway, and a client reading to
+    # the end of the stream (no keep-alive support) gets its answer.
+    response.force_close()
+    return response
+
+
+__all__ = ["StatusServer"]

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 from rollout_adapters.connections import kafka_bus, redis_store
+from rollout_adapters.kafka_bus import ConsumerOptions
+from rollout_adapters.status_server import StatusServer
 from rollout_common import json_logging
 from rollout_common.connection_settings import loggable
 from rollout_common.errors import RolloutError
@@ -19,8 +21,7 @@ from rollout_executor.executor import Executor
 from rollout_executor.ledger import UpgradeLedger
 from rollout_executor.metrics import ExecutorMetrics
 from rollout_executor.service import ExecutorService
-from rollout_executor.settings import ExecutorSettings, load_settings
-from rollout_executor.status_server import StatusServer
+from rollout_executor.settings import ExecutorSettings, load_settings, poll_interval_s
 
 log = logging.getLogger("rollout_executor")
 
@@ -30,7 +31,11 @@ async def run(settings: ExecutorSettings) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    bus = kafka_bus(settings, client_id=f"rollout-executor-{settings.executor_id}")
+    options = ConsumerOptions(
+        session_timeout_ms=int(settings.session_timeout_s * 1000),
+        max_poll_interval_ms=int(poll_interval_s(settings) * 1000),
+    )
+    bus = kafka_bus(settings, client_id=f"rollout-executor-{settings.executor_id}", consumer_options=options)
     store = redis_store(settings)
     metrics = ExecutorMetrics()
     # Wall time, not monotonic: lease periods must agree between processes and hosts.

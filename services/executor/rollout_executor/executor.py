@@ -195,13 +195,6 @@ class Executor:
         )
 
     async def _dead_letter(self, record: Record, reason: str) -> None:
-        log.warning(
-            "dead-lettering %s/%d@%d: %s",
-            record.topic,
-            record.partition,
-            record.offset,
-            reason,
-            extra={"dlq_reason": reason},
-        )
         self._metrics.dead_letters.inc()
+        self._metrics.dead_letters_by_kind.record(record, reason=reason, source=self.source)
         await dead_letter(self._bus, topic=self._dead_letter_topic, record=record, reason=reason, source=self.source)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from rollout_adapters.dead_letter_metrics import DeadLetterMetrics
+
 # Upgrades last from seconds (simulated, scaled) to an hour (node pools).
 _DURATION_BUCKETS = (0.1, 1, 5, 30, 60, 300, 600, 1200, 1800, 3600, 7200)
 
@@ -35,3 +37,4 @@ class ExecutorMetrics:
         self.dead_letters = Counter(
             "rollout_executor_dead_letters", "Records sent to the dead-letter topic", registry=self.registry
         )
+        self.dead_letters_by_kind = DeadLetterMetrics(self.registry)

@@ -58,8 +58,36 @@ class ExecutorSettings(RedisServiceSettings):
     driver: DriverKind = DriverKind.SIMULATED
     simulated: SimulatedDriverSettings = Field(default_factory=SimulatedDriverSettings)
     command: CommandDriverSettings = Field(default_factory=CommandDriverSettings)
+    session_timeout_s: float = Field(
+        default=10.0, ge=3.0, description="the broker drops a member whose heartbeats stop this long (process gone)"
+    )
+    max_poll_interval_s: float | None = Field(
+        default=None,
+        gt=0.0,
+        description="longest batch before the member leaves the group; default: the longest a batch can take "
+        "(upgrade duration or command timeout x rounds of max_concurrent_upgrades) plus a margin",
+    )
     metrics_host: str = "0.0.0.0"
     metrics_port: int = Field(default=9464, ge=0, le=65535, description="0 disables the HTTP endpoints")
+
+
+def poll_interval_s(settings: ExecutorSettings) -> float:
+    """How long one batch may keep the executor from polling without it leaving the group.
+
+    aiokafka heartbeats from a background task, so a long batch never breaks the session; it
+    only breaks `max_poll_interval_ms`, after which the member leaves the group and its commit is
+    refused (the batch is redelivered and re-published from the ledger, upgrading nothing twice,
+    but the work of a whole batch is repeated). The executor therefore allows the longest a batch
+    can take: its upgrades run `max_concurrent_upgrades` at a time, each bounded by the driver.
+    """
+    if settings.max_poll_interval_s is not None:
+        return settings.max_poll_interval_s
+    if settings.driver is DriverKind.COMMAND:
+        per_upgrade = settings.command.timeout_s
+    else:
+        per_upgrade = max(settings.simulated.durations_s.values(), default=0.0) * settings.simulated.time_scale
+    rounds = -(-settings.batch_max_records // settings.max_concurrent_upgrades)
+    return max(300.0, rounds * per_upgrade * 1.5 + 60.0)
 
 
 def load_settings(config_file: Path | None = None) -> ExecutorSettings:

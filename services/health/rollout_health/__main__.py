@@ -15,15 +15,18 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import faust
 
 from rollout_adapters.connections import kafka_bus
+from rollout_adapters.status_server import StatusServer
 from rollout_common import json_logging
 from rollout_common.connection_settings import load, loggable
 from rollout_common.errors import RolloutError
 from rollout_common.topics.catalog import HEARTBEATS, UPGRADE_RESULTS
+from rollout_health.metrics import HealthMetrics
 from rollout_health.monitor import HealthMonitor
 from rollout_health.probes import build_probe
 from rollout_health.reporter import Reporter
@@ -40,7 +43,12 @@ async def run_reporter(settings: ReporterSettings) -> None:
         loop.add_signal_handler(signum, stop.set)
     bus = kafka_bus(settings, client_id=f"rollout-health-{settings.reporter_id}")
     probe = build_probe(settings, bus=bus)
+    metrics = HealthMetrics()
+    reporters: list[Reporter] = []
+    status = _status_server(settings, metrics, ready=lambda: any(r.ready for r in reporters))
     try:
+        if status is not None:
+            await status.start()
         if settings.create_topics:
             await bus.ensure_topics([t.spec(settings.topic_prefix) for t in (HEARTBEATS, UPGRADE_RESULTS)])
         await probe.start()
@@ -52,16 +60,49 @@ async def run_reporter(settings: ReporterSettings) -> None:
             topic_prefix=settings.topic_prefix,
             probe_interval_s=settings.probe_interval_s,
             heartbeat_interval_s=settings.heartbeat_interval_s,
+            metrics=metrics,
         )
+        reporters.append(reporter)
         log.info("reporter %s: %d cluster(s), %s probe", settings.reporter_id, len(settings.clusters), probe.name)
         await reporter.run(stop)
     finally:
+        if status is not None:
+            await status.stop()
         await probe.close()
         await bus.close()
 
 
+def _status_server(
+    settings: ReporterSettings | MonitorSettings,
+    metrics: HealthMetrics,
+    *,
+    ready: Callable[[], bool],
+    healthy: Callable[[], bool] = lambda: True,
+) -> StatusServer | None:
+    if not settings.metrics_port:
+        return None
+    return StatusServer(
+        host=settings.metrics_host, port=settings.metrics_port, registry=metrics.registry, ready=ready, healthy=healthy
+    )
+
+
 def run_monitor_worker(settings: MonitorSettings) -> None:
     monitor = HealthMonitor(settings)
+    status = _status_server(settings, monitor.metrics, ready=lambda: monitor.ready, healthy=lambda: monitor.healthy)
+    if status is not None:
+        # In the worker, where the metrics are counted; it goes down (and /healthz with it)
+        # while the supervisor restarts a crashed worker.
+        server = status
+
+        async def serve_status() -> None:
+            await server.start()
+            try:
+                await asyncio.Event().wait()  # until the worker stops, cancelling its tasks
+            finally:
+                await server.stop()
+
+        monitor.app.task(serve_status)
+
     worker = faust.Worker(
         monitor.app,
         loglevel=settings.log_level,

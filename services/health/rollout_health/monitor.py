@@ -25,6 +25,7 @@ import faust
 
 from rollout_adapters.faust_credentials import broker_credentials
 from rollout_adapters.memory_bus import kafka_partition
+from rollout_common.dead_letters import dead_letter_headers
 from rollout_common.envelope import decode, encode
 from rollout_common.errors import InvalidInputError
 from rollout_common.events import Readiness
@@ -32,6 +33,7 @@ from rollout_common.heartbeat import Heartbeat
 from rollout_common.ports import Record
 from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
 from rollout_health.cluster_health import ClusterHealth, after_heartbeat, after_silence
+from rollout_health.metrics import HealthMetrics
 from rollout_health.outbox import FaustOutbox, Outbox
 from rollout_health.settings import MonitorSettings
 
@@ -49,8 +51,16 @@ class KeyPartitionedTable(faust.Table[str, dict[str, Any]]):
 
 
 class HealthMonitor:
-    def __init__(self, settings: MonitorSettings, *, outbox: Outbox | None = None, clock: Clock = time.time) -> None:
+    def __init__(
+        self,
+        settings: MonitorSettings,
+        *,
+        outbox: Outbox | None = None,
+        clock: Clock = time.time,
+        metrics: HealthMetrics | None = None,
+    ) -> None:
         prefix = settings.topic_prefix
+        self.metrics = metrics or HealthMetrics()
         self._settings = settings
         self._clock = clock
         self.app = faust.App(
@@ -123,6 +133,7 @@ class HealthMonitor:
             if readiness is None:
                 continue
             await self._publish(readiness)
+            self.metrics.stale_marks.inc()
             self.table[cluster] = state.model_dump()
             published.append(readiness)
         return published
@@ -144,24 +155,21 @@ class HealthMonitor:
         await self.outbox.send(
             self.readiness_topic, key=READINESS.key(readiness).encode(), value=value, headers=headers
         )
+        self.metrics.readiness_changes.labels(ready=str(readiness.ready).lower()).inc()
+
+    @property
+    def ready(self) -> bool:
+        """Serving: the worker runs and its group is not rebalancing."""
+        return bool(self.app.started) and not self.app.rebalancing
+
+    @property
+    def healthy(self) -> bool:
+        return not self.app.crashed and not self.agent.crashed
 
     async def _dead_letter(self, record: Record, *, reason: str) -> None:
-        log.warning(
-            "dead-lettering heartbeat %s/%d@%d: %s",
-            record.topic,
-            record.partition,
-            record.offset,
-            reason,
-            extra={"dlq_reason": reason},
-        )
-        headers = {
-            **record.headers,
-            "dlq_reason": reason.encode(errors="replace"),
-            "dlq_topic": record.topic.encode(),
-            "dlq_partition": str(record.partition).encode(),
-            "dlq_offset": str(record.offset).encode(),
-            "dlq_source": f"rollout-health/{self.app.conf.id}".encode(),
-        }
+        source = f"rollout-health/{self.app.conf.id}"
+        self.metrics.dead_letters.record(record, reason=reason, source=source)
+        headers = dead_letter_headers(record, reason=reason, source=source)
         await self.outbox.send(self.dead_letter_topic, key=record.key, value=record.value, headers=headers)
 
 

@@ -19,6 +19,7 @@ from rollout_common.errors import TransientError
 from rollout_common.heartbeat import Heartbeat
 from rollout_common.ports import Bus
 from rollout_common.topics.catalog import HEARTBEATS
+from rollout_health.metrics import HealthMetrics
 from rollout_health.probes.port import ProbeResult, ReadinessProbe
 
 log = logging.getLogger(__name__)
@@ -44,8 +45,12 @@ class Reporter:
         probe_interval_s: float = 5.0,
         heartbeat_interval_s: float = 30.0,
         clock: Clock = time.time,
+        metrics: HealthMetrics | None = None,
     ) -> None:
         self._bus = bus
+        self.metrics = metrics or HealthMetrics()
+        # Ready once a round has reached Kafka: every heartbeat due was published.
+        self.ready = False
         self._probe = probe
         self._clusters = tuple(dict.fromkeys(clusters))
         self._reporter_id = reporter_id
@@ -54,6 +59,7 @@ class Reporter:
         self._heartbeat_interval_s = heartbeat_interval_s
         self._clock = clock
         self._sent: dict[str, _Sent] = {}
+        self._round_ok = True
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -66,10 +72,12 @@ class Reporter:
         async with asyncio.TaskGroup() as group:
             checks = {cluster: group.create_task(self._probe.check(cluster)) for cluster in self._clusters}
         published = []
+        self._round_ok = True
         for cluster, check in checks.items():
             heartbeat = await self._report(cluster, check.result())
             if heartbeat is not None:
                 published.append(heartbeat)
+        self.ready = self._round_ok
         return published
 
     async def _report(self, cluster: str, result: ProbeResult) -> Heartbeat | None:
@@ -91,7 +99,10 @@ class Reporter:
             await self._bus.publish(self._topic, key=HEARTBEATS.key(heartbeat).encode(), value=value, headers=headers)
         except TransientError as exc:
             log.warning("heartbeat of %s not published, next round retries: %s", cluster, exc)
+            self.metrics.heartbeats_unpublished.inc()
+            self._round_ok = False
             return None
+        self.metrics.heartbeats_published.labels(ready=str(result.ready).lower()).inc()
         if last is None or last.ready != result.ready:
             log.info(
                 "%s: %s%s",

@@ -57,6 +57,11 @@ class _Common(ServiceSettings):
     # One config file may serve the reporter and the monitor, each ignoring the other's keys.
     model_config = SettingsConfigDict(extra="ignore")
 
+    metrics_host: str = Field(default="0.0.0.0", description="address of /healthz, /readyz and /metrics")
+    metrics_port: int = Field(
+        default=0, ge=0, le=65535, description="/healthz, /readyz and /metrics (the monitor: in its worker); 0 disables"
+    )
+
 
 class ReporterSettings(_Common):
     reporter_id: str = Field(default_factory=lambda: f"reporter-{uuid.uuid4().hex[:8]}")

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rollout_common import envelope
 from rollout_common.commands import Command, StageAdvance, WakeAt
+from rollout_common.dead_letters import dead_letter_headers
 from rollout_common.ports import Record
 from rollout_common.topics.catalog import DEAD_LETTER, PROGRESS, STAGE_ADVANCE, TopicDef
 
@@ -49,15 +50,7 @@ class Outbox:
 
     def add_dead_letter(self, record: Record, reason: str) -> None:
         """BUS-4: the original value and key, its headers, and where it came from and why."""
-        headers = dict(record.headers)
-        headers.update(
-            {
-                "dlq_reason": reason.encode(),
-                "dlq_topic": record.topic.encode(),
-                "dlq_partition": str(record.partition).encode(),
-                "dlq_offset": str(record.offset).encode(),
-            }
-        )
+        headers = dead_letter_headers(record, reason=reason, source=self._source)
         self.messages.append(
             OutboxMessage(topic=self._prefix + DEAD_LETTER.name, key=record.key, value=record.value, headers=headers)
         )

@@ -10,6 +10,7 @@ import time
 
 from rollout_adapters.connections import kafka_bus, redis_store
 from rollout_adapters.kafka_bus import ConsumerOptions
+from rollout_adapters.status_server import StatusServer
 from rollout_common.connection_settings import loggable
 from rollout_common.ports import Store
 from rollout_planner.engine import EngineState
@@ -17,7 +18,6 @@ from rollout_planner.service import initial_state
 from rollout_planner.service.checkpoint import CLOCK_ORIGIN_KEY
 from rollout_planner.service.clock import ScaledClock
 from rollout_planner.service.planner import InitialState, Planner
-from rollout_planner.service.probes import ProbeServer
 from rollout_planner.service.settings import PlannerSettings
 
 log = logging.getLogger("rollout.planner")
@@ -48,7 +48,7 @@ async def serve(settings: PlannerSettings) -> None:
     options = ConsumerOptions(group_instance_id=settings.group_instance_id)
     bus = kafka_bus(settings, client_id=settings.source, consumer_options=options)
     store = redis_store(settings)
-    probes: ProbeServer | None = None
+    probes: StatusServer | None = None
     try:
         clock = await stored_clock(store, scale=settings.time_scale)
         planner = Planner(
@@ -59,15 +59,19 @@ async def serve(settings: PlannerSettings) -> None:
             loop.add_signal_handler(signum, planner.stop)
         task = asyncio.create_task(planner.run(), name="planner")
         if settings.http_port:
-            probes = ProbeServer(
-                healthy=lambda: not task.done(), ready=lambda: planner.ready, metrics=planner.metrics.exposition
+            probes = StatusServer(
+                host=settings.http_host,
+                port=settings.http_port,
+                healthy=lambda: not task.done(),
+                ready=lambda: planner.ready,
+                metrics=planner.metrics.exposition,
             )
-            port = await probes.start(host=settings.http_host, port=settings.http_port)
+            port = await probes.start()
             log.info("probes listening", extra={"port": port})
         await task
     finally:
         if probes is not None:
-            await probes.close()
+            await probes.stop()
         with contextlib.suppress(Exception):
             await bus.close()
         await store.close()

@@ -1,0 +1,50 @@
+"""What every service puts on a dead letter (BUS-4): the record unchanged, plus `dlq_*` headers.
+
+- `dlq_reason`: why (the decoder's message); `dlq_topic`, `dlq_partition`, `dlq_offset`: where
+  it was read; `dlq_source`: which service sent it there.
+- `reason_kind(reason)`: a small fixed vocabulary for metrics labels and alerting (the reason
+  text itself is unbounded and must not become a label).
+"""
+
+from __future__ import annotations
+
+from rollout_common.ports import Record
+
+REASON_KINDS = ("too_large", "bad_headers", "unknown_type", "not_json", "invalid_event", "other")
+
+# Prefixes of rollout_common.envelope.decode's InvalidInputError messages.
+_KIND_BY_PREFIX = (
+    ("message of ", "too_large"),
+    ("a header is not", "bad_headers"),
+    ("missing CloudEvents header", "bad_headers"),
+    ("ce_specversion", "bad_headers"),
+    ("ce_type", "unknown_type"),
+    ("value is not JSON", "not_json"),
+    ("invalid ", "invalid_event"),
+)
+
+
+def reason_kind(reason: str) -> str:
+    """One of REASON_KINDS for a dead-letter reason."""
+    for prefix, kind in _KIND_BY_PREFIX:
+        if reason.startswith(prefix):
+            return kind
+    return "other"
+
+
+def dead_letter_headers(record: Record, *, reason: str, source: str) -> dict[str, bytes]:
+    """The record's own headers plus where it came from, who sent it on, and why."""
+    headers = dict(record.headers)
+    headers.update(
+        {
+            "dlq_reason": reason.encode(errors="replace"),
+            "dlq_topic": record.topic.encode(),
+            "dlq_partition": str(record.partition).encode(),
+            "dlq_offset": str(record.offset).encode(),
+            "dlq_source": source.encode(errors="replace"),
+        }
+    )
+    return headers
+
+
+__all__ = ["REASON_KINDS", "dead_letter_headers", "reason_kind"]
