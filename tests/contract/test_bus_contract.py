@@ -173,6 +173,30 @@ async def test_uncommitted_records_go_to_the_next_member_and_committed_ones_do_n
     await second.close()
 
 
+async def test_start_at_seeks_each_partition_behind_or_ahead_of_the_committed_offset(
+    bus: Bus, topic_prefix: str
+) -> None:
+    """A service's own checkpoint wins: behind the committed offset replays, ahead of it skips."""
+    topic = await make_topic(bus, topic_prefix, partitions=2)
+    for partition_key in (b"a", b"b"):
+        for seq in range(5):
+            await bus.publish(topic, key=partition_key, value=partition_key + b"%d" % seq)
+    group = group_name(topic_prefix, "seek")
+    first = bus.consumer([topic], group=group)
+    everything = await collect(first, count=10)
+    await first.commit(everything)  # the group has committed all ten records
+    await first.close()
+
+    part_a = kafka_partition(b"a", 2)
+    # Partition of `a`: the checkpoint is at offset 1 (a Redis restored from an old backup);
+    # partition of `b`: nothing checkpointed, so the committed offset holds.
+    checkpoint = {(topic, part_a): 1}
+    second = bus.consumer([topic], group=group, start_at=lambda t, p: checkpoint.get((t, p)))
+    replayed = await collect(second, count=4)
+    assert [r.value for r in replayed] == [b"a1", b"a2", b"a3", b"a4"]
+    await second.close()
+
+
 async def test_commit_takes_the_highest_offset_per_partition_whatever_the_order(bus: Bus, topic_prefix: str) -> None:
     topic = await make_topic(bus, topic_prefix)
     for seq in range(4):

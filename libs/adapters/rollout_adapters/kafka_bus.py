@@ -34,7 +34,7 @@ from rollout_common.errors import (
     TransientError,
     UnknownTopicError,
 )
-from rollout_common.ports import Record, TopicSpec
+from rollout_common.ports import Record, StartAt, TopicSpec
 
 log = logging.getLogger(__name__)
 
@@ -195,9 +195,16 @@ class KafkaBus:
         with _translated(f"publish to {topic!r}"):
             await producer.send_and_wait(topic, value, key=key, headers=wire_headers)
 
-    def consumer(self, topics: Sequence[str], *, group: str, from_beginning: bool = True) -> KafkaConsumer:
+    def consumer(
+        self,
+        topics: Sequence[str],
+        *,
+        group: str,
+        from_beginning: bool = True,
+        start_at: StartAt | None = None,
+    ) -> KafkaConsumer:
         self._check_open()
-        consumer = KafkaConsumer(self, topics=topics, group=group, from_beginning=from_beginning)
+        consumer = KafkaConsumer(self, topics=topics, group=group, from_beginning=from_beginning, start_at=start_at)
         self._consumers.add(consumer)
         return consumer
 
@@ -261,28 +268,45 @@ class _Ownership(ConsumerRebalanceListener):  # type: ignore[misc]
     be in work); it only waits for a commit in flight to land before the partitions move.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, start_at: StartAt | None = None) -> None:
         self.commit_lock = asyncio.Lock()
         # Empty before the first assignment; None while a rebalance is under way.
         self.owned: frozenset[TopicPartition] | None = frozenset()
+        self.start_at = start_at
+        self.consumer: Any = None
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         async with self.commit_lock:
             self.owned = None
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        if self.start_at is not None and self.consumer is not None:
+            for tp in sorted(assigned):
+                offset = self.start_at(tp.topic, tp.partition)
+                if offset is not None:
+                    # The owner's own checkpoint wins over the group's committed offset, either way:
+                    # behind it (a store restored from an older backup) replays, ahead of it skips.
+                    self.consumer.seek(tp, offset)
         self.owned = frozenset(assigned)
 
 
 class KafkaConsumer:
     """One member of a consumer group; joins on its first poll. Commits only by hand."""
 
-    def __init__(self, bus: KafkaBus, *, topics: Sequence[str], group: str, from_beginning: bool) -> None:
+    def __init__(
+        self,
+        bus: KafkaBus,
+        *,
+        topics: Sequence[str],
+        group: str,
+        from_beginning: bool,
+        start_at: StartAt | None = None,
+    ) -> None:
         self._bus = bus
         self._topics = list(topics)
         self._group = group
         self._from_beginning = from_beginning
-        self._ownership = _Ownership()
+        self._ownership = _Ownership(start_at)
         self._consumer: Any = None
         self._start_lock = asyncio.Lock()
         self._closed = False
@@ -345,6 +369,7 @@ class KafkaConsumer:
                     partition_assignment_strategy=(RangePartitionAssignor,),
                     **asdict(self._bus.consumer_options),
                 )
+                self._ownership.consumer = consumer
                 consumer.subscribe(self._topics, listener=self._ownership)
                 await _start(consumer, f"join group {self._group!r}")
                 self._consumer = consumer

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from rollout_common.errors import InvalidInputError, PermanentError, UnknownTopicError
-from rollout_common.ports import Record, TopicSpec
+from rollout_common.ports import Record, StartAt, TopicSpec
 
 TopicPartition = tuple[str, int]
 
@@ -135,10 +135,19 @@ class MemoryBus:
         )
         self._notify()
 
-    def consumer(self, topics: Sequence[str], *, group: str, from_beginning: bool = True) -> MemoryConsumer:
+    def consumer(
+        self,
+        topics: Sequence[str],
+        *,
+        group: str,
+        from_beginning: bool = True,
+        start_at: StartAt | None = None,
+    ) -> MemoryConsumer:
         self._check_open()
         member_id = f"{group}-{next(self._member_ids):06d}"
-        return MemoryConsumer(self, topics=topics, group=group, member_id=member_id, from_beginning=from_beginning)
+        return MemoryConsumer(
+            self, topics=topics, group=group, member_id=member_id, from_beginning=from_beginning, start_at=start_at
+        )
 
     async def close(self) -> None:
         self._closed = True
@@ -220,9 +229,17 @@ class MemoryConsumer:
     """One member of a consumer group on a `MemoryBus`; joins on its first poll, like Kafka's."""
 
     def __init__(
-        self, bus: MemoryBus, *, topics: Sequence[str], group: str, member_id: str, from_beginning: bool
+        self,
+        bus: MemoryBus,
+        *,
+        topics: Sequence[str],
+        group: str,
+        member_id: str,
+        from_beginning: bool,
+        start_at: StartAt | None = None,
     ) -> None:
         self._bus = bus
+        self._start_at = start_at
         self._topics = frozenset(topics)
         self._group = group
         self._member_id = member_id
@@ -291,6 +308,10 @@ class MemoryConsumer:
         self._positions = {tp: self._start_offset(group, tp) for tp in self.assignment()}
 
     def _start_offset(self, group: _Group, tp: TopicPartition) -> int:
+        wanted = self._start_at(*tp) if self._start_at is not None else None
+        if wanted is not None:
+            # As Kafka's seek: past the end waits for new records; before the log starts reads from it.
+            return max(0, min(wanted, len(self._bus._topics[tp[0]].logs[tp[1]])))
         committed = group.committed.get(tp)
         if committed is not None:
             return committed

@@ -7,7 +7,7 @@ adapter they hold.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -33,6 +33,9 @@ class TopicSpec:
     retention_ms: int | None = None
 
 
+StartAt = Callable[[str, int], int | None]
+
+
 class Consumer(Protocol):
     """A member of a consumer group. Offsets are committed by hand, after the work is done."""
 
@@ -52,7 +55,18 @@ class Bus(Protocol):
     ) -> None:
         """Durably publish (returns once the broker acknowledged it)."""
 
-    def consumer(self, topics: Sequence[str], *, group: str, from_beginning: bool = True) -> Consumer: ...
+    def consumer(
+        self,
+        topics: Sequence[str],
+        *,
+        group: str,
+        from_beginning: bool = True,
+        start_at: StartAt | None = None,
+    ) -> Consumer:
+        """A group member. `start_at(topic, partition)`, asked at every assignment, gives the offset
+        to read from (a service's own checkpoint, before or after the group's committed offset);
+        None: the committed offset (or the beginning/end, after `from_beginning`)."""
+        ...
 
     async def close(self) -> None: ...
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rollout_common import json_logging
 from rollout_common.errors import InvalidInputError, PermanentError
+from rollout_planner.service.checkpoint import IncompatibleSnapshotError
 from rollout_planner.service.runtime import serve
 from rollout_planner.service.settings import load_settings
 
@@ -27,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     json_logging.configure(settings.log_level)
     try:
         asyncio.run(serve(settings))
+    except IncompatibleSnapshotError as exc:
+        # A state this version cannot read is a setup problem, like bad settings: exit 2.
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except PermanentError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

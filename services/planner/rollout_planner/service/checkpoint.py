@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rollout_common.errors import PermanentError
 from rollout_planner.service.outbox import OutboxMessage
 
 SNAPSHOT_KEY = "planner/snapshot"
@@ -18,6 +19,11 @@ PUBLISHED_KEY = "planner/published"
 CLOCK_ORIGIN_KEY = "planner/clock-origin"
 STATUS_KEY = "status"
 SEQUENCE_KEY = "sequence"
+
+
+class IncompatibleSnapshotError(PermanentError):
+    """The stored snapshot was written by another format version (or is damaged): the planner
+    refuses to start rather than guess; migrate or remove it (see docs/operations.md)."""
 
 
 class Checkpoint(BaseModel):
@@ -33,6 +39,10 @@ class Checkpoint(BaseModel):
     def applied(self, topic: str, partition: int, offset: int) -> bool:
         """True when the snapshot already contains this record (it came back after a crash)."""
         return offset < self.offsets.get(partition_key(topic, partition), 0)
+
+    def next_offset(self, topic: str, partition: int) -> int | None:
+        """The first offset not yet in the snapshot; None for a partition it never read."""
+        return self.offsets.get(partition_key(topic, partition))
 
     def advance(self, topic: str, partition: int, offset: int) -> None:
         key = partition_key(topic, partition)

@@ -22,6 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
+from rollout_adapters.dead_letter_metrics import DeadLetterMetrics
 from rollout_common.commands import Command, StageAdvance, WakeAt
 from rollout_common.errors import InvalidInputError, PermanentError, TransientError
 from rollout_common.events import Event, EventBatch, WakeUp
@@ -35,6 +36,7 @@ from rollout_planner.service.checkpoint import (
     SNAPSHOT_KEY,
     STATUS_KEY,
     Checkpoint,
+    IncompatibleSnapshotError,
 )
 from rollout_planner.service.clock import Clock
 from rollout_planner.service.intake import Intake, in_decision_order
@@ -68,6 +70,7 @@ class Planner:
         self._clock = clock
         self._initial_state = initial_state
         self.metrics = metrics or PlannerMetrics()
+        self.dead_letters = DeadLetterMetrics(self.metrics.registry)
         self._intake = Intake(prefix=settings.topic_prefix)
         self._consumer: Consumer | None = None
         self._state: EngineState | None = None
@@ -75,6 +78,7 @@ class Planner:
         self._published = 0
         self._stopping = asyncio.Event()
         self.ready = False
+        self._restored = False
 
     @property
     def state(self) -> EngineState:
@@ -92,7 +96,11 @@ class Planner:
         if not await self._restore():
             return False
         await self._flush_outbox()
-        self._consumer = self._bus.consumer(self._intake.topics, group=self._settings.planner_group)
+        # Each assigned partition starts where the checkpoint says, not where the group committed:
+        # a Redis restored from an older backup replays what Kafka had already seen committed.
+        self._consumer = self._bus.consumer(
+            self._intake.topics, group=self._settings.planner_group, start_at=self._checkpointed_offset
+        )
         self.ready = True
         log.info("planner started", extra={"batch": self.checkpoint.batch, "wake_at": self.checkpoint.wake_at})
         return True
@@ -109,6 +117,14 @@ class Planner:
 
     def stop(self) -> None:
         self._stopping.set()
+
+    def _checkpointed_offset(self, topic: str, partition: int) -> int | None:
+        """Where a partition is read from: the checkpoint's next offset when a snapshot was restored
+        (from 0 for a partition it never read), else the group's committed offset."""
+        offset = self.checkpoint.next_offset(topic, partition)
+        if offset is None and self._restored:
+            return 0
+        return offset
 
     async def close(self) -> None:
         self.ready = False
@@ -169,15 +185,7 @@ class Planner:
             except InvalidInputError as exc:
                 outbox.add_dead_letter(record, str(exc))
                 self.metrics.dead_letters.inc()
-                log.warning(
-                    "dead-lettered a record",
-                    extra={
-                        "topic": record.topic,
-                        "partition": record.partition,
-                        "offset": record.offset,
-                        "reason": str(exc),
-                    },
-                )
+                self.dead_letters.record(record, reason=str(exc), source=self._settings.source)
             self.checkpoint.advance(record.topic, record.partition, record.offset)
         return events
 
@@ -213,9 +221,16 @@ class Planner:
             "read the snapshot", lambda: self._store.get_many([SNAPSHOT_KEY, CHECKPOINT_KEY, PUBLISHED_KEY])
         )
         if snapshot is not None and checkpoint is not None:
-            self._state = engine_snapshot.load(snapshot)
-            self.checkpoint = Checkpoint.model_validate_json(checkpoint)
+            try:
+                self._state = engine_snapshot.load(snapshot)
+                self.checkpoint = Checkpoint.model_validate_json(checkpoint)
+            except (ValueError, KeyError, TypeError) as exc:  # JSON and pydantic errors are ValueErrors
+                raise IncompatibleSnapshotError(
+                    f"the stored snapshot ({self._settings.redis_namespace}:{SNAPSHOT_KEY}) cannot be loaded: "
+                    f"{str(exc).splitlines()[0]}"
+                ) from exc
             self._published = int(published or 0)
+            self._restored = True
             log.info("restored the snapshot", extra={"batch": self.checkpoint.batch})
             return True
         while not self._stopping.is_set():
