@@ -178,7 +178,9 @@ async def test_start_at_seeks_each_partition_behind_or_ahead_of_the_committed_of
 ) -> None:
     """A service's own checkpoint wins: behind the committed offset replays, ahead of it skips."""
     topic = await make_topic(bus, topic_prefix, partitions=2)
-    for partition_key in (b"a", b"b"):
+    keys = (b"a", b"d")
+    assert kafka_partition(keys[0], 2) != kafka_partition(keys[1], 2)
+    for partition_key in keys:
         for seq in range(5):
             await bus.publish(topic, key=partition_key, value=partition_key + b"%d" % seq)
     group = group_name(topic_prefix, "seek")
@@ -189,7 +191,7 @@ async def test_start_at_seeks_each_partition_behind_or_ahead_of_the_committed_of
 
     part_a = kafka_partition(b"a", 2)
     # Partition of `a`: the checkpoint is at offset 1 (a Redis restored from an old backup);
-    # partition of `b`: nothing checkpointed, so the committed offset holds.
+    # partition of `d`: nothing checkpointed, so the committed offset holds.
     checkpoint = {(topic, part_a): 1}
     second = bus.consumer([topic], group=group, start_at=lambda t, p: checkpoint.get((t, p)))
     replayed = await collect(second, count=4)
