@@ -1,77 +1,19 @@
-"""Executor tests' doubles: an in-memory bus and store, a driver that counts, and command helpers."""
+"""Executor tests' fixtures: an in-memory bus and store, and a factory of executors over them."""
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
+from executor_kit import CountingDriver, ExecutorFactory
 
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_adapters.memory_store import MemoryStore
-from rollout_common.commands import StageAdvance
-from rollout_common.envelope import decode, encode
-from rollout_common.events import UpgradeResult
-from rollout_common.status import Track
 from rollout_common.topics.catalog import DEAD_LETTER, STAGE_ADVANCE, UPGRADE_RESULTS
-from rollout_executor.drivers.port import DriverOutcome
 from rollout_executor.executor import Executor
 from rollout_executor.ledger import UpgradeLedger
 from rollout_executor.metrics import ExecutorMetrics
-from rollout_executor.target import UpgradeTarget
-
-
-class CountingDriver:
-    """Records every upgrade it runs; each takes `seconds`; clusters in `failing` fail."""
-
-    name = "counting"
-
-    def __init__(self, *, seconds: float = 0.01, failing: frozenset[str] = frozenset()) -> None:
-        self.seconds = seconds
-        self.failing = failing
-        self.calls: Counter[str] = Counter()
-        self.running = 0
-        self.most_at_once = 0
-
-    async def upgrade(self, target: UpgradeTarget) -> DriverOutcome:
-        self.calls[target.cluster] += 1
-        self.running += 1
-        self.most_at_once = max(self.most_at_once, self.running)
-        try:
-            await asyncio.sleep(self.seconds)
-        finally:
-            self.running -= 1
-        if target.cluster in self.failing:
-            return DriverOutcome(succeeded=False, error="boom")
-        return DriverOutcome(succeeded=True)
-
-
-def stage_advance(command_id: str, clusters: tuple[str, ...], *, version: str = "1.31.2") -> StageAdvance:
-    return StageAdvance(
-        command_id=command_id,
-        rollout_id="r1",
-        stage="canary",
-        track=Track.CONTROL_PLANE,
-        partition="p0",
-        version=version,
-        clusters=clusters,
-    )
-
-
-async def send(bus: MemoryBus, command: StageAdvance) -> None:
-    value, headers = encode(command, event_id=command.command_id, source="test", at=0.0)
-    await bus.publish(STAGE_ADVANCE.name, key=command.command_id.encode(), value=value, headers=headers)
-
-
-def results(bus: MemoryBus) -> list[UpgradeResult]:
-    decoded = [decode(r.value, r.headers, UPGRADE_RESULTS.models)[1] for r in bus.records(UPGRADE_RESULTS.name)]
-    return [r for r in decoded if isinstance(r, UpgradeResult)]
-
-
-def dead_letters(bus: MemoryBus) -> list[dict[str, bytes]]:
-    return [dict(r.headers) for r in bus.records(DEAD_LETTER.name)]
 
 
 @pytest.fixture
@@ -85,9 +27,6 @@ async def bus() -> AsyncIterator[MemoryBus]:
 @pytest.fixture
 def store() -> MemoryStore:
     return MemoryStore()
-
-
-ExecutorFactory = Callable[..., Executor]
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import time
 from collections import Counter
 
 import pytest
-from conftest import CountingDriver, ExecutorFactory, dead_letters, results, send, stage_advance
+from executor_kit import CountingDriver, ExecutorFactory, dead_letters, results, send, stage_advance
 
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_adapters.memory_store import MemoryStore

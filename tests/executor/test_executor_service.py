@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
-from conftest import CountingDriver, ExecutorFactory, results, send, stage_advance
+from executor_kit import CountingDriver, ExecutorFactory, results, send, stage_advance
 
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_adapters.memory_store import MemoryStore
