@@ -21,8 +21,10 @@ from rollout_adapters.memory_store import MemoryStore
 from rollout_common.errors import PermanentError, TransientError
 from rollout_common.events import ReleaseTarget
 from rollout_common.topics.catalog import DEAD_LETTER, PROGRESS, RELEASE_TARGETS, STAGE_ADVANCE
+from rollout_planner.engine import snapshot as engine_snapshot
 from rollout_planner.service.checkpoint import SNAPSHOT_KEY, STATUS_KEY, IncompatibleSnapshotError
 from rollout_planner.service.clock import ManualClock
+from rollout_planner.service.journal import JOURNAL_PREFIX
 from rollout_planner.service.planner import Planner
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -233,3 +235,38 @@ async def test_a_snapshot_of_another_format_is_one_clear_error(bus, store, clock
     await store.put(SNAPSHOT_KEY, json.dumps(snapshot | {"format": 99}).encode())
     with pytest.raises(IncompatibleSnapshotError, match="snapshot format 99 is not 1"):
         await make_planner(bus=bus, store=store, prefix=P, clock=clock).start()
+
+
+async def test_bus_6_a_restart_replays_the_journal_to_exactly_the_state_it_left(bus, store, clock) -> None:
+    """Only a base snapshot plus small journal entries are written; replay reaches the same state."""
+    planner = await started(bus, store, clock)
+    fleet = FakeFleet(bus, P)
+    await release(bus, P)
+    await drain(planner)
+    while await fleet.answer(advances(bus)):
+        await drain(planner)
+    before = engine_snapshot.dump(planner.state)
+    assert planner.checkpoint.batch >= 3
+    assert len(await store.keys(JOURNAL_PREFIX)) == planner.checkpoint.batch  # no snapshot since batch 0
+    await planner.close()
+
+    resumed = await started(bus, store, clock)
+    assert engine_snapshot.dump(resumed.state) == before
+    await resumed.close()
+
+
+async def test_a_snapshot_trims_the_journal_behind_it(bus, store, clock) -> None:
+    planner = make_planner(bus=bus, store=store, prefix=P, clock=clock, snapshot_every_batches=2)
+    assert await planner.start()
+    fleet = FakeFleet(bus, P)
+    await release(bus, P)
+    await drain(planner)
+    while await fleet.answer(advances(bus)):
+        await drain(planner)
+    assert len(await store.keys(JOURNAL_PREFIX)) < 2
+    before = engine_snapshot.dump(planner.state)
+    await planner.close()
+    resumed = make_planner(bus=bus, store=store, prefix=P, clock=clock, snapshot_every_batches=2)
+    assert await resumed.start()
+    assert engine_snapshot.dump(resumed.state) == before
+    await resumed.close()

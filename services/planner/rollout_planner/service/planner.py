@@ -40,6 +40,12 @@ from rollout_planner.service.checkpoint import (
 )
 from rollout_planner.service.clock import Clock
 from rollout_planner.service.intake import Intake, in_decision_order
+from rollout_planner.service.journal import (
+    SNAPSHOT_BATCH_KEY,
+    decode_entry,
+    encode_entry,
+    journal_key,
+)
 from rollout_planner.service.metrics import PlannerMetrics
 from rollout_planner.service.outbox import Outbox, OutboxMessage
 from rollout_planner.service.settings import PlannerSettings
@@ -79,6 +85,10 @@ class Planner:
         self._stopping = asyncio.Event()
         self.ready = False
         self._restored = False
+        # when the last full snapshot and status document were written (batch number, wall time)
+        self._snapshot_batch = 0
+        self._snapshot_wall = time.monotonic()
+        self._status_wall = float("-inf")
 
     @property
     def state(self) -> EngineState:
@@ -148,6 +158,7 @@ class Planner:
             await self._pause(self._settings.retry_backoff_s)
             return 0
         self.ready = True
+        await self.metrics.observe_lag(self._consumer)
         now = self._clock.now()
         due = self.checkpoint.wake_at is not None and self.checkpoint.wake_at <= now
         if not records and not due:
@@ -165,12 +176,13 @@ class Planner:
         if due:
             self.checkpoint.wake_at = None  # fired; the engine names the next one, if any
             events.append(WakeUp())
+        events = in_decision_order(events)
         commands = self._decide(events, now) if events else []
         outbox.add_commands(commands)
         self._follow_timer(commands)
         self.checkpoint.batch = batch
         self.checkpoint.outbox = outbox.messages
-        await self._persist()
+        await self._persist(events, now=now, urgent=_changes_status(commands))
         self._log_commands(commands, batch)
         await self._flush_outbox()
 
@@ -191,11 +203,12 @@ class Planner:
 
     def _decide(self, events: list[Event], now: float) -> list[Command]:
         started = time.perf_counter()
-        _, commands = decide(self.state, EventBatch(events=tuple(in_decision_order(events))), now)
+        _, commands = decide(self.state, EventBatch(events=tuple(events)), now)
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
         for event in events:
             self.metrics.events_applied.labels(kind=event.kind).inc()
         self.metrics.batches_emitted.inc(sum(isinstance(c, StageAdvance) for c in commands))
+        self.metrics.observe_commands(commands)
         return commands
 
     def _follow_timer(self, commands: Sequence[Command]) -> None:
@@ -224,6 +237,7 @@ class Planner:
             try:
                 self._state = engine_snapshot.load(snapshot)
                 self.checkpoint = Checkpoint.model_validate_json(checkpoint)
+                await self._replay_journal()
             except (ValueError, KeyError, TypeError) as exc:  # JSON and pydantic errors are ValueErrors
                 raise IncompatibleSnapshotError(
                     f"the stored snapshot ({self._settings.redis_namespace}:{SNAPSHOT_KEY}) cannot be loaded: "
@@ -237,19 +251,66 @@ class Planner:
             state = await self._retrying("build the initial state", self._initial_state)
             if state is not None:
                 self._state = state
+                await self._write_snapshot()  # the base the journal replays onto after a restart
                 return True
             log.info("no sequence to plan yet; waiting for one to be applied")
             await self._pause(self._settings.sequence_wait_s)
         return False
 
-    async def _persist(self) -> None:
+    async def _persist(self, events: list[Event], *, now: float, urgent: bool) -> None:
+        """Journal the batch with its checkpoint in one atomic write; snapshot and status when due.
+
+        The journal entry is small whatever the fleet size; the full snapshot (and the status
+        document, which also walks the fleet) are written only every so often, or at once when
+        a stage or rollout changed state so that `rollout status` is never behind on those.
+        """
+        batch = self.checkpoint.batch
+        items = {
+            journal_key(batch): encode_entry(batch=batch, now=now, events=events),
+            CHECKPOINT_KEY: self.checkpoint.model_dump_json().encode(),
+        }
+        wall = time.monotonic()
+        if urgent or wall - self._status_wall >= self._settings.status_interval_s:
+            items[STATUS_KEY] = encode_status(self.state, batch=batch)
+            self._status_wall = wall
+        await self._retrying("persist the batch", lambda: self._store.put_many(items))
+        if STATUS_KEY in items:
+            self.metrics.observe_status(items[STATUS_KEY])
+        self.metrics.last_batch.set(batch)
+        if (
+            batch - self._snapshot_batch >= self._settings.snapshot_every_batches
+            or wall - self._snapshot_wall >= self._settings.snapshot_interval_s
+        ):
+            await self._write_snapshot()
+
+    async def _write_snapshot(self) -> None:
+        """A full snapshot at the current batch, then the journal entries it makes unnecessary go."""
+        batch = self.checkpoint.batch
         items = {
             SNAPSHOT_KEY: engine_snapshot.dump(self.state),
+            SNAPSHOT_BATCH_KEY: str(batch).encode(),
             CHECKPOINT_KEY: self.checkpoint.model_dump_json().encode(),
-            STATUS_KEY: encode_status(self.state, batch=self.checkpoint.batch),
         }
-        await self._retrying("persist the batch", lambda: self._store.put_many(items))
-        self.metrics.last_batch.set(self.checkpoint.batch)
+        await self._retrying("write the snapshot", lambda: self._store.put_many(items))
+        previous, self._snapshot_batch, self._snapshot_wall = self._snapshot_batch, batch, time.monotonic()
+        for old in range(previous, batch + 1):
+            await self._retrying("trim the journal", functools.partial(self._store.delete, journal_key(old)))
+
+    async def _replay_journal(self) -> None:
+        """Bring the loaded snapshot up to the checkpoint by deciding the journaled batches again."""
+        raw_batch = await self._retrying("read the snapshot batch", lambda: self._store.get(SNAPSHOT_BATCH_KEY))
+        base = int(raw_batch) if raw_batch is not None else self.checkpoint.batch
+        self._snapshot_batch = base
+        wanted = list(range(base + 1, self.checkpoint.batch + 1))
+        keys = [journal_key(b) for b in wanted]
+        stored = await self._retrying("read the journal", lambda: self._store.get_many(keys))
+        for batch, data in zip(wanted, stored, strict=True):
+            if data is None:
+                raise ValueError(f"the journal has no entry for batch {batch} (snapshot at batch {base})")
+            entry = decode_entry(data)
+            decide(self.state, EventBatch(events=entry.events), entry.now)
+        if wanted:
+            log.info("replayed the journal", extra={"from_batch": base + 1, "to_batch": self.checkpoint.batch})
 
     async def _flush_outbox(self) -> None:
         """Publish the last batch's outbox unless that already happened (BUS-6)."""
@@ -303,6 +364,11 @@ class Planner:
         """Wait, but wake at once when asked to stop."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
+
+
+def _changes_status(commands: Sequence[Command]) -> bool:
+    """Stage and rollout transitions and acknowledgements must reach the status document at once."""
+    return any(c.kind in ("stage_transition", "rollout_transition", "command_ack") for c in commands)
 
 
 __all__ = ["InitialState", "Planner"]

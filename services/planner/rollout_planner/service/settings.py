@@ -38,6 +38,15 @@ class PlannerSettings(RedisServiceSettings):
     http_host: str = Field(default="0.0.0.0", description="address the health and metrics port binds")
     retry_backoff_s: float = Field(default=1.0, gt=0, description="first wait after a transient failure")
     retry_backoff_max_s: float = Field(default=15.0, gt=0)
+    snapshot_every_batches: int = Field(
+        default=200, ge=1, description="write a full snapshot after this many journaled batches"
+    )
+    snapshot_interval_s: float = Field(
+        default=30.0, gt=0, description="...or after this many seconds, whichever comes first"
+    )
+    status_interval_s: float = Field(
+        default=1.0, ge=0, description="rewrite the status document at most this often (state changes: at once)"
+    )
     sequence_wait_s: float = Field(default=2.0, gt=0, description="how often to look for a sequence to plan")
 
 
