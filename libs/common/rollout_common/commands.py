@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rollout_common.status import RolloutState, StageState, Track
+from rollout_common.version import parse_version
 
 
 class _Command(BaseModel):
@@ -24,6 +25,14 @@ class StageAdvance(_Command):
     partition: str
     version: str
     clusters: tuple[str, ...]
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        # A command with a bad version is dead-lettered at the door, never turned into results that
+        # carry it (which the planner's UpgradeResult would refuse).
+        parse_version(value)
+        return value
 
 
 class StageTransition(_Command):

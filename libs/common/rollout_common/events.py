@@ -84,6 +84,14 @@ class UpgradeResult(_Event):
     outcome: Literal["started", "succeeded", "failed"]
     error: str | None = None
 
+    @field_validator("version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        # Checked at the door: the engine parses it, and a bad one there would stop the planner on
+        # every redelivery of the record instead of dead-lettering it once (BUS-4).
+        parse_version(value)
+        return value
+
 
 class Readiness(_Event):
     kind: Literal["readiness"] = "readiness"
