@@ -143,7 +143,7 @@ async def test_only_the_operator_can_pause_a_rollout(secure: SecureKafka, redis_
         # Through the services' own bus the refusal is a PermanentError: retrying cannot help.
         bus = secure.bus("executor")
         try:
-            with pytest.raises(PermanentError, match="do not exist|TopicAuthorizationFailed"):
+            with pytest.raises(PermanentError, match=r"do not exist|TopicAuthorizationFailed"):
                 await bus.publish(secure.topic(OPERATOR_COMMANDS.name), key=b"all", value=value, headers=headers)
         finally:
             await bus.close()

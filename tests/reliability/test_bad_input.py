@@ -1,0 +1,542 @@
+"""Bad input on every input topic, against the real broker and Redis: nothing crashes or stalls.
+
+For each topic the planner or the executor reads, a matrix of bad records is produced by a plain
+aiokafka producer (as any outside client could), then one good record. Each bad record must end
+as a dead letter with a reason (keyed by its case, so each is found), or, when it is valid but odd,
+in its documented outcome (docs/security.md, "Bad input"); the dead-letter metric counts exactly
+the dead letters; the service is still running; and the good record after them is handled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiokafka.errors as kerr  # type: ignore[import-untyped]
+import pytest
+import redis.asyncio as aioredis
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from pydantic import BaseModel
+
+from rollout_adapters.kafka_bus import KafkaBus
+from rollout_adapters.redis_store import RedisStore
+from rollout_common import envelope
+from rollout_common.commands import StageAdvance
+from rollout_common.envelope import MAX_VALUE_BYTES
+from rollout_common.events import InventoryChange, OperatorCommand, Readiness, ReleaseTarget, UpgradeResult
+from rollout_common.fleet import Cluster
+from rollout_common.sequence import Sequence as StageSequence
+from rollout_common.status import Track
+from rollout_common.topics import ALL
+from rollout_common.topics.catalog import (
+    DEAD_LETTER,
+    INVENTORY,
+    OPERATOR_COMMANDS,
+    PROGRESS,
+    READINESS,
+    RELEASE_TARGETS,
+    STAGE_ADVANCE,
+    UPGRADE_RESULTS,
+    TopicDef,
+)
+from rollout_executor.drivers.command import CommandDriver
+from rollout_executor.executor import Executor
+from rollout_executor.ledger import UpgradeLedger
+from rollout_executor.metrics import ExecutorMetrics
+from rollout_executor.service import ExecutorService
+from rollout_executor.settings import CommandDriverSettings, ExecutorSettings
+from rollout_planner.engine import EngineState, new_state
+from rollout_planner.service.clock import ManualClock
+from rollout_planner.service.planner import Planner
+from rollout_planner.service.settings import PlannerSettings
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+Message = ConsumerRecord[bytes, bytes]
+START = 1_767_225_600.0
+OLD = "1.30.5-gke.1000"
+NEW = "1.31.13-gke.1023000"
+# Just under the broker's limit (message.max.bytes 1048588) and the producer's (1 MiB), over ours.
+HUGE = MAX_VALUE_BYTES + 1000
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad record, and what must become of it: a dead letter whose reason holds `reason`, or
+    (reason None) no dead letter, with `outcome` checked on the progress topic."""
+
+    name: str
+    value: bytes
+    headers: dict[str, bytes]
+    reason: str | None = None
+    outcome: Callable[[list[dict[str, Any]]], bool] | None = None
+
+
+def _encoded(model: BaseModel, event_id: str) -> tuple[bytes, dict[str, bytes]]:
+    return envelope.encode(model, event_id=event_id, source="bad-input-test", at=START)
+
+
+def _generic(topic: TopicDef, good: BaseModel) -> list[Case]:
+    """The cases every topic gets: broken envelopes and bodies, whatever the model."""
+    value, headers = _encoded(good, "generic")
+    body = json.loads(value)
+    model = type(good).__name__
+    wrong = dict(body, unexpected="field")
+    missing = {k: v for k, v in body.items() if k not in ("kind",)}
+    missing.pop(next(iter(k for k in missing)))  # the first required field
+    return [
+        Case("not-json", b"\x00{not json", headers, reason="value is not JSON"),
+        Case("wrong-schema", json.dumps(wrong).encode(), headers, reason=f"invalid {model}"),
+        Case("missing-field", json.dumps(missing).encode(), headers, reason=f"invalid {model}"),
+        Case(
+            "unknown-ce-type",
+            value,
+            dict(headers, ce_type=b"io.rollout.bogus.v1"),
+            reason="ce_type 'io.rollout.bogus.v1' is not one of",
+        ),
+        Case("kind-mismatch", json.dumps(dict(body, kind="bogus")).encode(), headers, reason=f"invalid {model}"),
+        Case(
+            "huge",
+            b'{"pad": "' + b"x" * (HUGE - 12) + b'"}',
+            headers,
+            reason=f"exceeds {MAX_VALUE_BYTES}",
+        ),
+        Case("no-ce-headers", value, {}, reason="missing CloudEvents header(s)"),
+        Case(
+            "no-ce-id",
+            value,
+            {k: v for k, v in headers.items() if k != "ce_id"},
+            reason="missing CloudEvents header(s): ce_id",
+        ),
+        Case("bad-specversion", value, dict(headers, ce_specversion=b"0.3"), reason="ce_specversion '0.3'"),
+        Case("header-not-utf8", value, dict(headers, ce_source=b"\xff\xfe"), reason="a header is not UTF-8"),
+    ]
+
+
+def _has(kind: str, **fields: Any) -> Callable[[list[dict[str, Any]]], bool]:
+    def check(bodies: list[dict[str, Any]]) -> bool:
+        return any(b.get("kind") == kind and all(str(v) in str(b.get(k)) for k, v in fields.items()) for b in bodies)
+
+    return check
+
+
+# -- plain clients, as any outside producer or reader ---------------------------------------------
+
+
+async def _produce_all(bootstrap: str, topic: str, records: list[tuple[bytes, bytes, dict[str, bytes]]]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
+    await producer.start()
+    try:
+        for key, value, headers in records:
+            await producer.send_and_wait(topic, value, key=key, headers=list(headers.items()))
+    finally:
+        await producer.stop()
+
+
+async def _read(
+    bootstrap: str, topic: str, *, until: Callable[[list[Message]], bool], timeout_s: float = 60.0
+) -> list[Message]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_bytes=4 << 20)
+    await consumer.start()
+    try:
+        count = next(t.partitions for t in ALL if topic.endswith(t.name))
+        partitions = [TopicPartition(topic, p) for p in range(count)]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        records: list[Message] = []
+        async with asyncio.timeout(timeout_s):
+            while not until(records):
+                for batch in (await consumer.getmany(timeout_ms=200)).values():
+                    records.extend(batch)
+        return records
+    finally:
+        await consumer.stop()
+
+
+def _bodies(records: list[Message]) -> list[dict[str, Any]]:
+    return [json.loads(r.value) for r in records if r.value]
+
+
+def _letters(records: list[Message]) -> dict[str, str]:
+    """Dead letters by case name (their key) -> reason."""
+    return {r.key.decode(): dict(r.headers)["dlq_reason"].decode() for r in records if r.key}
+
+
+# -- the planner ----------------------------------------------------------------------------------
+
+
+def _sequence() -> StageSequence:
+    return StageSequence.model_validate(
+        {
+            "name": "bad",
+            "channel": "regular",
+            "stages": [
+                {"name": "canary", "clusterSelector": {"matchLabels": {"env": "canary"}}, "soak": "1d"},
+                {"name": "prod", "clusterSelector": {"matchLabels": {"env": "prod"}}, "soak": "1d"},
+            ],
+        }
+    )
+
+
+def _fleet() -> list[Cluster]:
+    names = [("can-1", "canary"), ("prod-1", "prod")]
+    return [Cluster(name=name, labels={"env": env}, version=OLD) for name, env in names]
+
+
+@contextlib.asynccontextmanager
+async def _planner(
+    bootstrap: str, redis_url: str, prefix: str, *, keep_store: bool = False
+) -> AsyncIterator[tuple[Planner, asyncio.Task[None]]]:
+    bus = KafkaBus(bootstrap, client_id=f"{prefix}planner")
+    store = RedisStore(redis_url, namespace=prefix)
+    settings = PlannerSettings(
+        topic_prefix=prefix, planner_group=f"{prefix}planner", poll_timeout_s=0.2, http_port=0, retry_backoff_s=0.05
+    )
+
+    async def initial() -> EngineState:
+        return new_state(_sequence(), _fleet())
+
+    planner = Planner(bus=bus, store=store, settings=settings, clock=ManualClock(START), initial_state=initial)
+    task = asyncio.create_task(planner.run())
+    try:
+        yield planner, task
+    finally:
+        planner.stop()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, 30)
+        await bus.close()
+        await store.close()
+        if not keep_store:
+            await _forget(redis_url, prefix)
+
+
+async def _forget(redis_url: str, prefix: str) -> None:
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        async for key in client.scan_iter(match=f"{prefix}:*"):
+            await client.delete(key)
+    finally:
+        await client.aclose()
+
+
+def _release(event_id: str = "rel-1") -> ReleaseTarget:
+    return ReleaseTarget(event_id=event_id, channel="regular", targets={"1.30": NEW})
+
+
+def _result(command_id: str, cluster: str, outcome: str, *, version: str = NEW) -> UpgradeResult:
+    return UpgradeResult.model_construct(
+        command_id=command_id, cluster=cluster, track=Track.CONTROL_PLANE, version=version, outcome=outcome, error=None
+    )
+
+
+def _raw(model: BaseModel, **changes: Any) -> bytes:
+    """The model's JSON with fields changed after validation (to send what the model would refuse)."""
+    return json.dumps(json.loads(model.model_dump_json(by_alias=True)) | changes).encode()
+
+
+def _planner_cases(
+    topic: TopicDef, command_id: str
+) -> tuple[list[Case], BaseModel, Callable[[list[dict[str, Any]]], bool]]:
+    """Bad cases specific to the topic, the good message sent after them, and its visible effect."""
+    if topic is RELEASE_TARGETS:
+        good = _release("rel-good")
+        old_value, old_headers = _encoded(_release("rel-1"), "rel-1")
+        return (
+            [
+                Case(
+                    "invalid-version",
+                    _raw(good, targets={"1.30": "1.31"}),
+                    _encoded(good, "x")[1],
+                    reason="invalid ReleaseTarget: targets",
+                ),
+                Case(
+                    "unknown-channel",
+                    *_encoded(ReleaseTarget(event_id="rel-odd", channel="nope", targets={"1.30": NEW}), "rel-odd"),
+                    outcome=_has("notice", code="OTHER_CHANNEL"),
+                ),
+                Case("duplicate", old_value, old_headers, outcome=_has("notice", code="DUPLICATE_EVENT")),
+                Case("stale-replay", old_value, old_headers, outcome=_has("notice", code="DUPLICATE_EVENT")),
+            ],
+            good,
+            _has("rollout_transition", reason="rel-good"),
+        )
+    if topic is OPERATOR_COMMANDS:
+        good = OperatorCommand(command_id="cmd-good", action="pause", issued_by="test")
+        dup_value, dup_headers = _encoded(OperatorCommand(command_id="cmd-1", action="resume"), "cmd-1")
+        return (
+            [
+                Case(
+                    "invalid-version",
+                    *_encoded(
+                        OperatorCommand(
+                            command_id="cmd-v", action="soak_override", stage="canary", version="1.31", soak=0
+                        ),
+                        "cmd-v",
+                    ),
+                    outcome=_has("command_ack", commandId="cmd-v", accepted=False),
+                ),
+                Case(
+                    "unknown-rollout",
+                    *_encoded(OperatorCommand(command_id="cmd-u", action="pause", rollout_id="ghost-9"), "cmd-u"),
+                    outcome=_has("command_ack", commandId="cmd-u", reason="unknown rollout ghost-9"),
+                ),
+                Case("negative-soak", _raw(good, action="soak_override", soak=-5), dup_headers, reason="soak"),
+                Case("duplicate", dup_value, dup_headers, outcome=_has("command_ack", commandId="cmd-1")),
+                Case("stale-replay", dup_value, dup_headers, outcome=_has("command_ack", commandId="cmd-1")),
+            ],
+            good,
+            _has("command_ack", commandId="cmd-good", accepted=True),
+        )
+    if topic is UPGRADE_RESULTS:
+        good_ok = _result(command_id, "can-1", "succeeded")
+        stale = _result("bad-1/canary/controlPlane/99", "can-1", "succeeded")
+        return (
+            [
+                Case(
+                    "invalid-version",
+                    _raw(good_ok, version="not-a-version"),
+                    _encoded(good_ok, "x")[1],
+                    reason="invalid UpgradeResult: version",
+                ),
+                Case(
+                    "unknown-cluster",
+                    *_encoded(_result(command_id, "ghost-1", "succeeded"), "u1"),
+                    outcome=_has("notice", code="UNKNOWN_CLUSTER", cluster="ghost-1"),
+                ),
+                Case("duplicate", *_encoded(_result(command_id, "can-1", "started"), "dup")),
+                Case("stale-replay", *_encoded(stale, "stale")),
+            ],
+            good_ok,
+            # can-1's control plane done: its node upgrade is handed out (SOAK-1)
+            lambda bodies: any(b.get("kind") == "stage_advance" and b.get("track") == "nodes" for b in bodies),
+        )
+    if topic is READINESS:
+        good = Readiness(cluster="can-1", ready=False, reason="probe")
+        return (
+            [
+                Case(
+                    "unknown-cluster",
+                    *_encoded(Readiness(cluster="ghost-2", ready=True), "g2"),
+                    outcome=_has("notice", code="UNKNOWN_CLUSTER", cluster="ghost-2"),
+                ),
+                Case("invalid-value", _raw(good, ready="perhaps"), _encoded(good, "x")[1], reason="invalid Readiness"),
+                Case("duplicate", *_encoded(Readiness(cluster="prod-1", ready=True), "r-dup")),
+                Case("stale-replay", *_encoded(Readiness(cluster="prod-1", ready=True), "r-dup")),
+            ],
+            good,
+            # can-1 (in flight) reported not ready: GATE-1 holds the canary, said on progress
+            lambda bodies: any(b.get("kind") == "wait_changed" for b in bodies),
+        )
+    assert topic is INVENTORY
+    new = Cluster(name="can-3", labels={"env": "canary"}, version=OLD)
+    good = InventoryChange(action="upsert", cluster=new)
+    return (
+        [
+            Case(
+                "invalid-version",
+                json.dumps({"action": "upsert", "cluster": {"name": "x-1", "version": "1.31"}}).encode(),
+                _encoded(good, "x")[1],
+                reason="invalid InventoryChange",
+            ),
+            Case(
+                "injected-name",
+                json.dumps({"action": "upsert", "cluster": {"name": "c1; rm -rf /", "version": OLD}}).encode(),
+                _encoded(good, "x")[1],
+                reason="not a valid cluster name",
+            ),
+            Case("unknown-cluster", *_encoded(InventoryChange(action="remove", name="ghost-3"), "rm")),
+            Case(
+                "duplicate",
+                *_encoded(InventoryChange(action="upsert", cluster=_fleet()[1]), "same"),
+            ),
+            Case("stale-replay", *_encoded(InventoryChange(action="upsert", cluster=_fleet()[1]), "same")),
+        ],
+        good,
+        _has("notice", code="SEQ-6", cluster="can-3"),
+    )
+
+
+@pytest.mark.parametrize(
+    "topic", [RELEASE_TARGETS, OPERATOR_COMMANDS, UPGRADE_RESULTS, READINESS, INVENTORY], ids=lambda t: t.name
+)
+async def test_the_planner_survives_bad_input(
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str, topic: TopicDef
+) -> None:
+    prefix = topic_prefix + "."
+    admin = KafkaBus(kafka_bootstrap, client_id=f"{prefix}admin")
+    await admin.ensure_topics([t.spec(prefix) for t in ALL])
+    await admin.close()
+    async with _planner(kafka_bootstrap, redis_url, prefix) as (planner, task):
+        # A running rollout first, so commands, results and readiness have something to act on.
+        value, headers = _encoded(_release("rel-1"), "rel-1")
+        await _produce_all(kafka_bootstrap, prefix + RELEASE_TARGETS.name, [(b"regular", value, headers)])
+        [advance] = await _read(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=lambda rs: len(rs) >= 1)
+        command_id = json.loads(advance.value)["commandId"]
+        if topic is OPERATOR_COMMANDS:  # the command later sent again
+            first_value, first_headers = _encoded(OperatorCommand(command_id="cmd-1", action="resume"), "cmd-1")
+            await _produce_all(kafka_bootstrap, prefix + topic.name, [(b"all", first_value, first_headers)])
+        if topic is UPGRADE_RESULTS:
+            value, headers = _encoded(_result(command_id, "can-1", "started"), "started")
+            await _produce_all(kafka_bootstrap, prefix + topic.name, [(b"can-1", value, headers)])
+
+        specific, good, processed = _planner_cases(topic, command_id)
+        cases = _generic(topic, good) + specific
+        records = [(case.name.encode(), case.value, case.headers) for case in cases]
+        good_value, good_headers = _encoded(good, "good-1")
+        records.append((b"good", good_value, good_headers))
+        await _produce_all(kafka_bootstrap, prefix + topic.name, records)
+
+        # Keyed by case, the records spread over the topic's partitions: wait for every outcome.
+        checks = [processed, *(c.outcome for c in cases if c.outcome is not None)]
+        progress = _bodies(
+            await _read(
+                kafka_bootstrap, prefix + PROGRESS.name, until=lambda rs: all(check(_bodies(rs)) for check in checks)
+            )
+        )
+        expected = {c.name: c.reason for c in cases if c.reason is not None}
+        letters = _letters(
+            await _read(kafka_bootstrap, prefix + DEAD_LETTER.name, until=lambda rs: len(_letters(rs)) >= len(expected))
+        )
+        assert not task.done(), "the planner stopped"
+        assert planner.ready
+    assert set(letters) == set(expected), "every malformed record, and only those, is a dead letter"
+    for name, reason in expected.items():
+        assert reason in letters[name], (name, letters[name])
+    assert planner.metrics.dead_letters._value.get() == len(expected)
+    for case in cases:
+        if case.outcome is not None:
+            assert case.outcome(progress), (case.name, progress)
+
+
+async def test_a_record_over_the_broker_limit_is_refused_by_the_producer(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    prefix = topic_prefix + "."
+    admin = KafkaBus(kafka_bootstrap, client_id=f"{prefix}admin")
+    await admin.ensure_topics([RELEASE_TARGETS.spec(prefix)])
+    try:
+        with pytest.raises(Exception, match="MessageSizeTooLarge"):
+            await admin.publish(prefix + RELEASE_TARGETS.name, key=b"k", value=b"x" * 1_100_000)
+    finally:
+        await admin.close()
+    with pytest.raises(kerr.MessageSizeTooLargeError):
+        await _produce_all(kafka_bootstrap, prefix + RELEASE_TARGETS.name, [(b"k", b"x" * 1_100_000, {})])
+
+
+# -- the executor ---------------------------------------------------------------------------------
+
+# The upgrade program: records its argv, fails for clusters it does not know (as a real one would).
+_PROGRAM = (
+    "import json, sys; out, cluster = sys.argv[1], sys.argv[2]; open(out, 'a').write(json.dumps(sys.argv[2:]) + '\\n');"
+    " sys.exit(0) if cluster.startswith('c-') else (print(f'unknown cluster {cluster}', file=sys.stderr), sys.exit(3))"
+)
+
+
+def _advance(command_id: str, clusters: tuple[str, ...], version: str = NEW) -> StageAdvance:
+    return StageAdvance(
+        command_id=command_id,
+        rollout_id="r1",
+        stage="canary",
+        track=Track.CONTROL_PLANE,
+        partition="All",
+        version=version,
+        clusters=clusters,
+    )
+
+
+async def test_the_executor_survives_bad_input(
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    prefix = topic_prefix + "."
+    calls = tmp_path / "calls.jsonl"
+    bus = KafkaBus(kafka_bootstrap, client_id=f"{prefix}executor")
+    store = RedisStore(redis_url, namespace=prefix)
+    await bus.ensure_topics([t.spec(prefix) for t in ALL])
+    metrics = ExecutorMetrics()
+    driver = CommandDriver(
+        CommandDriverSettings(executable=sys.executable, args=("-c", _PROGRAM, str(calls)), timeout_s=30)
+    )
+    executor = Executor(
+        bus=bus,
+        ledger=UpgradeLedger(store, executor_id="e1", lease_s=30, clock=time.time),
+        driver=driver,
+        metrics=metrics,
+        executor_id="e1",
+        topic_prefix=prefix,
+        wait_poll_s=0.05,
+    )
+    settings = ExecutorSettings(topic_prefix=prefix, group_id=f"{prefix}executors", create_topics=False, metrics_port=0)
+    service = ExecutorService(settings, bus=bus, executor=executor)
+    stop = asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+    try:
+        first = _advance("cmd-1", ("c-1",))
+        good = _advance("cmd-good", ("c-2",))
+        cases = [
+            *_generic(STAGE_ADVANCE, good),
+            Case("unknown-cluster", *_encoded(_advance("cmd-u", ("ghost-1",)), "cmd-u")),
+            Case(
+                "invalid-version",
+                _raw(_advance("cmd-v", ("c-9",)), version="1.31.2; reboot"),
+                _encoded(good, "cmd-v")[1],
+                reason="invalid StageAdvance: version",
+            ),
+            Case(
+                "injected-name",
+                *_encoded(_advance("cmd-i", ("c1; rm -rf /", "$(reboot)", "--help", "my cluster")), "cmd-i"),
+            ),
+            Case("duplicate", *_encoded(first, "cmd-1")),
+            Case("stale-replay", *_encoded(_advance("cmd-old", ("c-1",)), "cmd-old")),
+        ]
+        value, headers = _encoded(first, "cmd-1")
+        await _produce_all(kafka_bootstrap, prefix + STAGE_ADVANCE.name, [(b"first", value, headers)])
+        await _read(
+            kafka_bootstrap,
+            prefix + UPGRADE_RESULTS.name,
+            until=lambda rs: any(b["outcome"] == "succeeded" for b in _bodies(rs)),
+        )
+        records = [(c.name.encode(), c.value, c.headers) for c in cases]
+        records.append((b"good", *_encoded(good, "cmd-good")))
+        await _produce_all(kafka_bootstrap, prefix + STAGE_ADVANCE.name, records)
+
+        def finals(rs: list[Message]) -> dict[tuple[str, str], dict[str, Any]]:
+            return {(b["commandId"], b["cluster"]): b for b in _bodies(rs) if b["outcome"] != "started"}
+
+        wanted = {("cmd-good", "c-2"), ("cmd-u", "ghost-1"), ("cmd-old", "c-1")}
+        results = finals(
+            await _read(kafka_bootstrap, prefix + UPGRADE_RESULTS.name, until=lambda rs: wanted <= set(finals(rs)))
+        )
+        expected = {c.name: c.reason for c in cases if c.reason is not None}
+        letters = _letters(
+            await _read(kafka_bootstrap, prefix + DEAD_LETTER.name, until=lambda rs: len(_letters(rs)) >= len(expected))
+        )
+        assert not task.done(), "the executor stopped"
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+        await bus.close()
+        await store.close()
+    assert set(letters) == set(expected)
+    for name, reason in expected.items():
+        assert reason in letters[name], (name, letters[name])
+    assert metrics.dead_letters._value.get() == len(expected)
+    assert results[("cmd-good", "c-2")]["outcome"] == "succeeded"
+    assert results[("cmd-u", "ghost-1")]["outcome"] == "failed"
+    assert "unknown cluster ghost-1" in results[("cmd-u", "ghost-1")]["error"]
+    for name in ("c1; rm -rf /", "$(reboot)", "--help", "my cluster"):
+        assert results[("cmd-i", name)]["error"].startswith("rejected:"), name
+    # The duplicate and the stale command re-publish c-1's recorded result; the program ran once
+    # for it, never for a rejected name, and always with the argv as a list.
+    assert results[("cmd-old", "c-1")]["outcome"] == "succeeded"
+    assert metrics.replayed._value.get() >= 2
+    ran = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert sorted(ran) == sorted(
+        [["c-1", "controlPlane", NEW], ["ghost-1", "controlPlane", NEW], ["c-2", "controlPlane", NEW]]
+    )
