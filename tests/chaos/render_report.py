@@ -1,0 +1,122 @@
+"""Render the chaos test's JSON summary (`ROLLOUT_CHAOS_REPORT`) as the results table of a doc.
+
+    python tests/chaos/render_report.py REPORT.json docs/reliability.md
+
+Replaces what lies between `<!-- chaos-results:begin -->` and `<!-- chaos-results:end -->`;
+without a doc argument, prints the table.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+BEGIN = "<!-- chaos-results:begin -->"
+END = "<!-- chaos-results:end -->"
+KINDS = {
+    "planner": "planner SIGKILL + restart",
+    "executor": "executor SIGKILL + restart",
+    "monitor": "health monitor SIGKILL + restart",
+    "reporter": "health reporter SIGKILL + restart",
+    "broker": "Kafka broker restart (SIGTERM, same data dir)",
+    "redis": "Redis restart (AOF, fsync always)",
+}
+
+
+def _short(text: str, limit: int = 220) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def render(report: dict[str, Any]) -> str:
+    runs = report["runs"]
+    n = len(runs)
+    injected: Counter[str] = Counter()
+    survived: Counter[str] = Counter()
+    for run in runs:
+        kinds = [f["kind"] for f in run["faults"] if f.get("fired_at") is not None]
+        injected.update(kinds)
+        if run["passed"]:
+            survived.update(kinds)
+    completed = sum(bool(r.get("completed")) for r in runs)
+    duplicates = sum(r.get("duplicates", 0) for r in runs)
+    explained = sum(r.get("explained_duplicates", 0) for r in runs)
+    missing = sum(r.get("missing", 0) for r in runs)
+    gate = sum(r.get("gate1_violations", 0) + r.get("gate3_violations", 0) + r.get("oversize_batches", 0) for r in runs)
+    twice = sum(r.get("decided_twice", 0) for r in runs)
+    batches = sum(r.get("batches", 0) for r in runs)
+    lag_p = max((r.get("lag_planner", 0) or 0 for r in runs), default=0)
+    lag_e = max((r.get("lag_executors", 0) or 0 for r in runs), default=0)
+    walls = [r["wall_s"] for r in runs if "wall_s" in r]
+    rollouts = [r["rollout_s"] for r in runs if "rollout_s" in r]
+    exits = sum(len(r.get("unexpected_exits", [])) for r in runs)
+    upgrades = sum(r.get("upgrades_succeeded", 0) for r in runs)
+
+    lines = [
+        f"Last run: {report['generated_at']}, {n} seeds, {report['faults_per_seed']} faults per seed, "
+        f"{report['clusters']} clusters in {report['stages']} stages, {report['executors']} executors "
+        f"(`ROLLOUT_CHAOS_SEEDS={report['seeds']} ROLLOUT_CHAOS_FAULTS={report['faults_per_seed']}`).",
+        "",
+        "| fault | injected | in seeds that passed |",
+        "|---|---:|---:|",
+    ]
+    for kind, label in KINDS.items():
+        lines.append(f"| {label} | {injected[kind]} | {survived[kind]} |")
+    lines.append(f"| **all faults** | **{sum(injected.values())}** | **{sum(survived.values())}** |")
+    lines += [
+        "",
+        "| result | value |",
+        "|---|---:|",
+        f"| seeds passed (audit clean) | {sum(r['passed'] for r in runs)} / {n} |",
+        f"| rollouts completed (every stage and track COMPLETE) | {completed} / {n} |",
+        f"| cluster-track upgrades audited | {upgrades} |",
+        f"| duplicate upgrades (a driver started twice for one cluster, track, version) | {duplicates} |",
+        f"| … of which explained by an executor killed mid-upgrade | {explained} |",
+        f"| clusters missed (cluster-track never upgraded) | {missing} |",
+        f"| clusters handed out twice by the planner | {twice} |",
+        f"| batches audited / gate violations (maxNew, GATE-1, GATE-3) | {batches} / {gate} |",
+        f"| services that exited by themselves | {exits} |",
+        f"| consumer lag at the end, planner / executors (max over seeds) | {lag_p} / {lag_e} |",
+        f"| wall time, whole run | {report['total_wall_s']:.0f} s |",
+    ]
+    if walls:
+        lines.append(f"| wall time per seed, median / max | {statistics.median(walls):.0f} s / {max(walls):.0f} s |")
+    if rollouts:
+        lines.append(
+            f"| release to last COMPLETE, median / max | {statistics.median(rollouts):.0f} s / {max(rollouts):.0f} s |"
+        )
+    failed = [r for r in runs if not r["passed"]]
+    lines += ["", "Seeds that failed:" if failed else "No seed failed."]
+    for run in failed:
+        faults = ", ".join(f"{f['kind']}@{f['at_fraction']:.2f}" for f in run["faults"])
+        lines.append(
+            f"- seed {run['seed']} (faults {faults}): {_short(run['findings'][0]) if run['findings'] else '?'}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) not in (1, 2):
+        print(__doc__, file=sys.stderr)
+        return 2
+    table = render(json.loads(Path(argv[0]).read_text()))
+    if len(argv) == 1:
+        print(table, end="")
+        return 0
+    doc = Path(argv[1])
+    text = doc.read_text()
+    head, found, rest = text.partition(BEGIN)
+    _, found_end, tail = rest.partition(END)
+    if not (found and found_end):
+        print(f"{doc}: no {BEGIN} ... {END} block", file=sys.stderr)
+        return 1
+    doc.write_text(f"{head}{BEGIN}\n{table}{END}{tail}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,644 @@
+"""Fault injection: whole rollouts on real Kafka and Redis while a seeded schedule breaks things.
+
+Per seed: 120 simulated clusters in three stages (dev 20, staging 40 in 2 partitions, prod 60 in
+3 partitions, strict partition order), the planner, three executors, a health reporter and the
+health monitor as separate processes. Once the release is out, a schedule drawn from the seed
+fires faults at points of progress (a fraction of all upgrades succeeded):
+
+- `planner`, `executor`, `monitor`, `reporter`: SIGKILL (the whole process group), down for a
+  moment, then started again with the same environment;
+- `broker`: the module's own Kafka broker stopped (SIGTERM) and started on the same data dir;
+- `redis`: the module's own Redis (AOF, fsync always) stopped and started on the same files.
+
+Then an independent audit (`chaos_audit`) reads the topics with a plain aiokafka consumer:
+every stage and track COMPLETE, every cluster upgraded exactly once per track (a second driver
+run only where the executor running the first was killed in between), none missing, no batch
+above maxNew or past a gate the planner certainly saw closed (GATE-1, GATE-3), and the planner's
+and the executors' consumer groups end with lag 0.
+
+`ROLLOUT_CHAOS_SEEDS` (default 10) seeds, `ROLLOUT_CHAOS_FAULTS` (default 2) faults per seed;
+seed s always includes fault kind s mod 6, so ten seeds cover every kind. `ROLLOUT_CHAOS_REPORT`
+names a JSON summary to write (`make chaos` renders it into docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+import yaml
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from chaos_audit import TRACKS, StagePlan, audit, auto_partitions, decode
+from chaos_audit import Rec as AuditRecord
+from chaos_processes import ChaosProcesses
+
+from rollout_common.topics.catalog import (
+    INVENTORY,
+    OPERATOR_COMMANDS,
+    PROGRESS,
+    READINESS,
+    RELEASE_TARGETS,
+    STAGE_ADVANCE,
+    UPGRADE_RESULTS,
+    TopicDef,
+)
+from rollout_devenv import KafkaBroker, RedisServer
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+SEEDS = int(os.environ.get("ROLLOUT_CHAOS_SEEDS", "10"))
+FAULTS_PER_SEED = int(os.environ.get("ROLLOUT_CHAOS_FAULTS", "2"))
+REPORT_PATH = os.environ.get("ROLLOUT_CHAOS_REPORT")
+
+OLD = "1.30.5-gke.1000"
+NEW = "1.31.13-gke.1023000"
+CHANNEL = "regular"
+RELEASE_ID = "rel-chaos"
+# stage -> (clusters, rolloutStrategy); staging and prod are partitioned and gated strictly
+STAGES: dict[str, tuple[int, dict[str, Any]]] = {
+    "dev": (20, {"maxNew": 20, "maxUnavailable": "50%", "autoPartitionThreshold": 30}),
+    # 2 partitions of 20, strictly one after the other (GATE-3)
+    "staging": (
+        40,
+        {
+            "maxNew": 20,
+            "maxUnavailable": "10%",
+            "autoPartitionThreshold": 30,
+            "autoPartitionSize": "50%",
+            "maxUnavailablePartitions": 0,
+        },
+    ),
+    # 2 partitions of 30, each in two batches, the second gated on the first being ready (GATE-1)
+    "prod": (
+        60,
+        {
+            "maxNew": 15,
+            "maxUnavailable": "10%",
+            "autoPartitionThreshold": 30,
+            "autoPartitionSize": "50%",
+            "maxUnavailablePartitions": 0,
+        },
+    ),
+}
+TIME_SCALE = 7200.0  # engine seconds per wall second: each 1 h soak takes half a second
+UPGRADE_S = 0.25  # simulated duration of each track's upgrade
+LEASE_S = 2
+EXECUTORS = 3
+KINDS = ("planner", "executor", "monitor", "reporter", "broker", "redis")
+COMPLETE_TIMEOUT_S = 180.0
+# A rollout that has made no progress (no progress event, no upgrade result) this long after the
+# last fault has stalled: a gate waits for something that will not come.
+STALL_S = 40.0
+LAG_TIMEOUT_S = 30.0
+
+
+def cluster_names(stage: str) -> list[str]:
+    return [f"{stage}-{i:03d}" for i in range(1, STAGES[stage][0] + 1)]
+
+
+ALL_CLUSTERS = [name for stage in STAGES for name in cluster_names(stage)]
+EXPECTED_UPGRADES = len(ALL_CLUSTERS) * len(TRACKS)
+
+
+def fleet_document() -> dict[str, Any]:
+    return {
+        "name": "chaos",
+        "generate": [
+            {"count": count, "name": f"{stage}-{{i:03d}}", "labels": {"env": stage}, "version": OLD}
+            for stage, (count, _) in STAGES.items()
+        ],
+        "sequence": {
+            "name": "chaos",
+            "channel": CHANNEL,
+            "stages": [
+                {
+                    "name": stage,
+                    "clusterSelector": {"matchLabels": {"env": stage}},
+                    "soak": "1h",
+                    "rolloutStrategy": strategy,
+                }
+                for stage, (_, strategy) in STAGES.items()
+            ],
+        },
+    }
+
+
+def stage_plans() -> dict[str, StagePlan]:
+    return {
+        stage: StagePlan(
+            name=stage,
+            max_new=strategy["maxNew"],
+            max_unavailable_partitions=int(strategy.get("maxUnavailablePartitions", 0)),
+            partitions=tuple(auto_partitions(cluster_names(stage), strategy)),
+        )
+        for stage, (_, strategy) in STAGES.items()
+    }
+
+
+# -- the schedule ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Fault:
+    kind: str
+    at_fraction: float  # fires once this fraction of all upgrades has succeeded
+    down_s: float  # how long the process or server stays down
+    target: str = ""
+    fired_at: float | None = None
+    took_s: float | None = None
+    succeeded_when_fired: int | None = None
+
+
+def schedule(seed: int, count: int) -> list[Fault]:
+    if count <= 0:
+        return []
+    rng = random.Random(seed)
+    kinds = [KINDS[seed % len(KINDS)]] + [rng.choice(KINDS) for _ in range(count - 1)]
+    rng.shuffle(kinds)
+    at = sorted(rng.uniform(0.05, 0.8) for _ in kinds)
+    faults = []
+    for kind, fraction in zip(kinds, at, strict=True):
+        target = {"executor": f"executor-{rng.randrange(EXECUTORS)}", "broker": "kafka", "redis": "redis"}.get(
+            kind, kind
+        )
+        faults.append(
+            Fault(kind=kind, at_fraction=round(fraction, 3), down_s=round(rng.uniform(0.0, 2.0), 2), target=target)
+        )
+    return faults
+
+
+# -- infrastructure of the module: its own broker and Redis, restartable ---------------------------
+
+
+@pytest.fixture(scope="module")
+def chaos_broker() -> Iterator[KafkaBroker]:
+    broker = KafkaBroker()
+    try:
+        broker.start()
+    except Exception as exc:  # a chaos run without its broker must fail, never skip
+        broker.stop(remove_data=True)
+        pytest.fail(f"the chaos test's Kafka broker did not start: {exc}", pytrace=False)
+    yield broker
+    broker.stop(remove_data=True)
+
+
+@pytest.fixture(scope="module")
+def chaos_redis() -> Iterator[RedisServer]:
+    server = RedisServer(aof=True)
+    try:
+        server.start()
+    except Exception as exc:
+        server.stop(remove_data=True)
+        pytest.fail(f"the chaos test's Redis did not start: {exc}", pytrace=False)
+    yield server
+    server.stop(remove_data=True)
+
+
+@dataclass
+class Report:
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    started: float = field(default_factory=time.time)
+
+    def write(self) -> None:
+        if not REPORT_PATH:
+            return
+        document = {
+            "generated_at": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "seeds": SEEDS,
+            "faults_per_seed": FAULTS_PER_SEED,
+            "clusters": len(ALL_CLUSTERS),
+            "stages": len(STAGES),
+            "executors": EXECUTORS,
+            "total_wall_s": round(time.time() - self.started, 1),
+            "runs": self.runs,
+        }
+        path = Path(REPORT_PATH)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(document, indent=2) + "\n")
+
+
+@pytest.fixture(scope="module")
+def chaos_report() -> Iterator[Report]:
+    report = Report()
+    yield report
+    report.write()
+
+
+# -- talking to the services and reading the topics ------------------------------------------------
+
+
+@dataclass
+class Seed:
+    seed: int
+    prefix: str
+    bootstrap: str
+    redis_url: str
+    workdir: Path
+
+    @property
+    def namespace(self) -> str:
+        return self.prefix.rstrip(".")
+
+    def topic(self, topic: TopicDef) -> str:
+        return self.prefix + topic.name
+
+    @property
+    def planner_group(self) -> str:
+        return f"{self.prefix}planner"
+
+    @property
+    def executor_group(self) -> str:
+        return f"{self.prefix}executors"
+
+
+def apply_fleet(run: Seed) -> None:
+    path = run.workdir / "fleet.yaml"
+    path.write_text(yaml.safe_dump(fleet_document()))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rollout_cli.main",
+            "apply",
+            str(path),
+            "--bootstrap",
+            run.bootstrap,
+            "--redis",
+            run.redis_url,
+            "--topic-prefix",
+            run.prefix,
+            "--namespace",
+            run.namespace,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def start_services(processes: ChaosProcesses, run: Seed) -> None:
+    processes.start(
+        "planner",
+        ["rollout_planner.service"],
+        {
+            "ROLLOUT_REDIS_NAMESPACE": run.namespace,
+            "ROLLOUT_PLANNER_GROUP": run.planner_group,
+            "ROLLOUT_TIME_SCALE": str(TIME_SCALE),
+            "ROLLOUT_HTTP_PORT": "0",
+            "ROLLOUT_POLL_TIMEOUT_S": "0.2",
+            "ROLLOUT_RETRY_BACKOFF_MAX_S": "2",
+            "ROLLOUT_SEQUENCE_WAIT_S": "0.3",
+        },
+    )
+    for number in range(EXECUTORS):
+        processes.start(
+            f"executor-{number}",
+            ["rollout_executor"],
+            {
+                "ROLLOUT_EXECUTOR_ID": f"executor-{number}",
+                "ROLLOUT_GROUP_ID": run.executor_group,
+                "ROLLOUT_REDIS_NAMESPACE": f"{run.namespace}.executors",
+                "ROLLOUT_DRIVER": "simulated",
+                "ROLLOUT_SIMULATED__DURATIONS_S": json.dumps({"controlPlane": UPGRADE_S, "nodes": UPGRADE_S}),
+                "ROLLOUT_MAX_CONCURRENT_UPGRADES": "10",
+                "ROLLOUT_LEASE_S": str(LEASE_S),
+                "ROLLOUT_METRICS_PORT": "0",
+                "ROLLOUT_SHUTDOWN_GRACE_S": "2",
+            },
+        )
+    processes.start(
+        "reporter",
+        ["rollout_health", "reporter"],
+        {
+            "ROLLOUT_CLUSTERS": json.dumps(ALL_CLUSTERS),
+            "ROLLOUT_REPORTER_ID": "reporter-chaos",
+            "ROLLOUT_PROBE_INTERVAL_S": "0.2",
+            "ROLLOUT_HEARTBEAT_INTERVAL_S": "2",
+            "ROLLOUT_SIMULATED__READY_AFTER_S": "0.1",
+        },
+    )
+    processes.start(
+        "monitor",
+        ["rollout_health", "monitor"],
+        {"ROLLOUT_STALENESS_LIMIT_S": "60", "ROLLOUT_CHECK_INTERVAL_S": "1", "ROLLOUT_RESTART_BACKOFF_MAX_S": "2"},
+    )
+
+
+async def wait_for_fleet(run: Seed, processes: ChaosProcesses) -> None:
+    client = aioredis.Redis.from_url(run.redis_url)
+    try:
+        async with asyncio.timeout(90):
+            while True:
+                assert not processes.unexpected_exits(), (
+                    f"exited: {processes.unexpected_exits()}\n{processes.log_tail('planner')}"
+                )
+                raw = await client.get(f"{run.namespace}:status")
+                if raw is not None and json.loads(raw)["clusters"] == len(ALL_CLUSTERS):
+                    return
+                await asyncio.sleep(0.2)
+    finally:
+        await client.aclose()
+
+
+async def publish_release(run: Seed) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=run.bootstrap, enable_idempotence=True)
+    await producer.start()
+    try:
+        body = {"eventId": RELEASE_ID, "channel": CHANNEL, "targets": {"1.30": NEW}}
+        await producer.send_and_wait(
+            run.topic(RELEASE_TARGETS),
+            json.dumps(body).encode(),
+            key=CHANNEL.encode(),
+            headers=[
+                ("ce_specversion", b"1.0"),
+                ("ce_id", RELEASE_ID.encode()),
+                ("ce_source", b"chaos-test"),
+                ("ce_type", b"io.rollout.release_target.v1"),
+                ("content-type", b"application/json"),
+            ],
+        )
+    finally:
+        await producer.stop()
+
+
+class Watcher:
+    """Follows progress and upgrade results live (its own plain consumer, no group), so faults can
+    fire at points of progress and the test knows when every track is COMPLETE."""
+
+    def __init__(self, run: Seed) -> None:
+        self._run = run
+        self.succeeded: set[tuple[str, str]] = set()
+        self.complete: set[tuple[str, str]] = set()
+        self.changed = asyncio.Event()
+        self.last_change = time.monotonic()
+
+    async def follow(self) -> None:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._run.bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+        )
+        await consumer.start()
+        try:
+            tps = [TopicPartition(self._run.topic(PROGRESS), p) for p in range(PROGRESS.partitions)]
+            tps += [TopicPartition(self._run.topic(UPGRADE_RESULTS), p) for p in range(UPGRADE_RESULTS.partitions)]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            while True:
+                batches = await consumer.getmany(timeout_ms=200)
+                for records in batches.values():
+                    for record in records:
+                        body = json.loads(record.value or b"{}")
+                        if body.get("kind") == "stage_transition" and body.get("state") == "COMPLETE":
+                            self.complete.add((body["stage"], body["track"]))
+                        elif body.get("outcome") == "succeeded":
+                            self.succeeded.add((body["cluster"], body["track"]))
+                if batches:
+                    self.last_change = time.monotonic()
+                    self.changed.set()
+        finally:
+            await consumer.stop()
+
+    @property
+    def all_complete(self) -> bool:
+        return len(self.complete) >= len(STAGES) * len(TRACKS)
+
+
+async def inject(fault: Fault, processes: ChaosProcesses, broker: KafkaBroker, redis: RedisServer) -> None:
+    started = time.time()
+    fault.fired_at = started
+    if fault.kind in ("planner", "executor", "monitor", "reporter"):
+        processes.kill(fault.target)
+        await asyncio.sleep(fault.down_s)
+        processes.restart(fault.target)
+    elif fault.kind == "broker":
+        await asyncio.to_thread(broker.stop)
+        await asyncio.sleep(fault.down_s)
+        await asyncio.to_thread(broker.start)
+    elif fault.kind == "redis":
+        await asyncio.to_thread(redis.stop)
+        await asyncio.sleep(fault.down_s)
+        await asyncio.to_thread(redis.start)
+    else:
+        raise AssertionError(fault.kind)
+    fault.took_s = round(time.time() - started, 2)
+
+
+async def run_faults(
+    faults: list[Fault], watcher: Watcher, processes: ChaosProcesses, broker: KafkaBroker, redis: RedisServer
+) -> None:
+    for fault in faults:
+        while len(watcher.succeeded) < fault.at_fraction * EXPECTED_UPGRADES and not watcher.all_complete:
+            watcher.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(watcher.changed.wait(), 1.0)
+        fault.succeeded_when_fired = len(watcher.succeeded)
+        await inject(fault, processes, broker, redis)
+
+
+async def read_topic(run: Seed, topic: TopicDef) -> list[AuditRecord]:
+    """Every record of the topic up to its end offsets now, in partition order."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=run.bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(run.topic(topic), p) for p in range(topic.partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        records: list[AuditRecord] = []
+
+        async def behind() -> bool:
+            return any([await consumer.position(tp) < ends[tp] for tp in tps])
+
+        async with asyncio.timeout(60):
+            while await behind():
+                for batch in (await consumer.getmany(timeout_ms=500)).values():
+                    records.extend(
+                        decode(r.topic, r.partition, r.offset, r.timestamp, r.headers, r.value)
+                        for r in batch
+                        if r.offset < ends[TopicPartition(r.topic, r.partition)]
+                    )
+        return records
+    finally:
+        await consumer.stop()
+
+
+PLANNER_INPUTS = (INVENTORY, READINESS, UPGRADE_RESULTS, OPERATOR_COMMANDS, RELEASE_TARGETS)
+
+
+async def group_lag(run: Seed, group: str, topics: tuple[TopicDef, ...]) -> dict[str, int]:
+    """Per topic-partition with records, end offset minus the group's committed offset."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=run.bootstrap)
+    consumer = AIOKafkaConsumer(bootstrap_servers=run.bootstrap, enable_auto_commit=False)
+    await admin.start()
+    await consumer.start()
+    try:
+        committed = await admin.list_consumer_group_offsets(group)
+        tps = [TopicPartition(run.topic(t), p) for t in topics for p in range(t.partitions)]
+        ends = await consumer.end_offsets(tps)
+        lag = {}
+        for tp in tps:
+            meta = committed.get(tp)
+            behind = ends[tp] - (meta.offset if meta is not None and meta.offset >= 0 else 0)
+            if behind:
+                lag[f"{tp.topic}[{tp.partition}]"] = behind
+        return lag
+    finally:
+        await consumer.stop()
+        await admin.close()
+
+
+async def settled_lag(run: Seed) -> tuple[dict[str, int], dict[str, int]]:
+    """The planner's and the executors' lag, once both are 0 or LAG_TIMEOUT_S has passed."""
+    deadline = time.monotonic() + LAG_TIMEOUT_S
+    while True:
+        planner = await group_lag(run, run.planner_group, PLANNER_INPUTS)
+        executors = await group_lag(run, run.executor_group, (STAGE_ADVANCE,))
+        if (not planner and not executors) or time.monotonic() > deadline:
+            return planner, executors
+        await asyncio.sleep(1.0)
+
+
+def last_wait(processes: ChaosProcesses) -> str:
+    """The planner's most recent non-empty wait_changed, from its log: why it is stuck."""
+    for line in reversed(processes.log_tail("planner", 200_000).splitlines()):
+        if '"wait_changed"' in line and '"waits": []' not in line:
+            with contextlib.suppress(ValueError, KeyError):
+                waits = json.loads(line)["command"]["waits"]
+                return "; ".join(w["message"] for w in waits)[:600]
+    return "none logged"
+
+
+# -- the test -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(SEEDS))
+async def test_a_rollout_survives_a_seeded_fault_schedule(
+    seed: int, tmp_path: Path, chaos_broker: KafkaBroker, chaos_redis: RedisServer, chaos_report: Report
+) -> None:
+    run = Seed(
+        seed=seed,
+        prefix=f"chaos-{seed}-{uuid.uuid4().hex[:6]}.",
+        bootstrap=chaos_broker.bootstrap,
+        redis_url=chaos_redis.url,
+        workdir=tmp_path,
+    )
+    faults = schedule(seed, FAULTS_PER_SEED)
+    processes = ChaosProcesses(
+        workdir=tmp_path,
+        base_env={
+            "ROLLOUT_KAFKA_BOOTSTRAP": run.bootstrap,
+            "ROLLOUT_REDIS_URL": run.redis_url,
+            "ROLLOUT_TOPIC_PREFIX": run.prefix,
+            "ROLLOUT_LOG_LEVEL": "INFO",
+        },
+    )
+    summary: dict[str, Any] = {"seed": seed, "prefix": run.prefix, "passed": False, "faults": []}
+    findings: list[str] = []
+    began = time.monotonic()
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        start_services(processes, run)  # the planner waits for the sequence that apply writes
+        await asyncio.to_thread(apply_fleet, run)
+        await wait_for_fleet(run, processes)
+        watcher = Watcher(run)
+        tasks.append(asyncio.create_task(watcher.follow()))
+        await publish_release(run)
+        released = time.monotonic()
+        summary["setup_s"] = round(released - began, 1)
+        injector = asyncio.create_task(run_faults(faults, watcher, processes, chaos_broker, chaos_redis))
+        tasks.append(injector)
+
+        exits: list[str] = []
+        deadline = time.monotonic() + COMPLETE_TIMEOUT_S
+        faults_done_at: float | None = None
+        while not (watcher.all_complete and injector.done()):
+            if injector.done() and faults_done_at is None:
+                faults_done_at = time.monotonic()
+            # A process that ends by itself is a finding; it is started again, as an orchestrator would.
+            for name, code in processes.unexpected_exits().items():
+                exits.append(f"{name} exited by itself with code {code}")
+                findings.append(f"{name} exited by itself with code {code}: {processes.log_tail(name, 1500)}")
+                processes.restart(name)
+            if injector.done() and injector.exception() is not None:
+                raise injector.exception()  # type: ignore[misc]
+            quiet_s = time.monotonic() - max(watcher.last_change, faults_done_at or time.monotonic())
+            if time.monotonic() > deadline or quiet_s > STALL_S:
+                why = f"stalled (nothing new for {quiet_s:.0f} s)" if quiet_s > STALL_S else "timed out"
+                findings.append(
+                    f"rollout {why} {time.monotonic() - released:.0f} s after the release: "
+                    f"{len(watcher.succeeded)}/{EXPECTED_UPGRADES} upgrades succeeded, complete tracks "
+                    f"{sorted(watcher.complete)}; planner's last wait: {last_wait(processes)}"
+                )
+                break
+            await asyncio.sleep(0.2)
+        summary["rollout_s"] = round(time.monotonic() - released, 1)
+        summary["unexpected_exits"] = exits
+
+        planner_lag, executor_lag = await settled_lag(run)
+        summary["lag_planner"] = sum(planner_lag.values())
+        summary["lag_executors"] = sum(executor_lag.values())
+        if planner_lag:
+            findings.append(f"planner group {run.planner_group} lag at the end: {planner_lag}")
+        if executor_lag:
+            findings.append(f"executor group {run.executor_group} lag at the end: {executor_lag}")
+
+        result = audit(
+            plans=stage_plans(),
+            version=NEW,
+            progress=await read_topic(run, PROGRESS),
+            stage_advance=await read_topic(run, STAGE_ADVANCE),
+            results=await read_topic(run, UPGRADE_RESULTS),
+            readiness=await read_topic(run, READINESS),
+            executor_kills={name: kills for name, kills in processes.kills.items() if name.startswith("executor")},
+            lease_s=LEASE_S,
+        )
+        findings.extend(result.findings)
+        summary.update(
+            completed=result.completed_tracks == len(STAGES) * len(TRACKS),
+            completed_tracks=result.completed_tracks,
+            upgrades_succeeded=result.succeeded_keys,
+            duplicates=result.duplicates,
+            explained_duplicates=result.explained_duplicates,
+            missing=result.missing,
+            batches=result.batches,
+            oversize_batches=result.oversize_batches,
+            gate1_violations=result.gate1_violations,
+            gate3_violations=result.gate3_violations,
+            decided_twice=result.decided_twice,
+        )
+    except BaseException as exc:
+        findings.append(f"the run itself failed: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}")
+        raise
+    finally:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        processes.kill_all()
+        # a fault cut short by a failure must not leave the module's servers down for the next seed
+        await asyncio.to_thread(chaos_broker.start)
+        await asyncio.to_thread(chaos_redis.start)
+        summary["faults"] = [asdict(f) for f in faults]
+        summary["wall_s"] = round(time.monotonic() - began, 1)
+        summary["findings"] = findings
+        summary["passed"] = not findings
+        chaos_report.runs.append(summary)
+        chaos_report.write()
+
+    assert not findings, f"seed {seed} ({run.prefix}), logs in {tmp_path}:\n" + "\n".join(findings)
