@@ -23,11 +23,30 @@ def find_redis_server() -> Path:
     return Path(found)
 
 
-def redis_answers_ping(port: int) -> bool:
-    """True once the server answers PING; while it loads its AOF it answers -LOADING instead."""
+def _resp(*parts: str) -> bytes:
+    """One command as a RESP array: any byte of a password goes through unchanged."""
+    encoded = [part.encode() for part in parts]
+    return b"*%d\r\n" % len(encoded) + b"".join(b"$%d\r\n%s\r\n" % (len(e), e) for e in encoded)
+
+
+def redis_answers_ping(port: int, *, password: str | None = None, user: str | None = None) -> bool:
+    """True once the server answers PING (after AUTH when a password is given); while it loads
+    its AOF it answers -LOADING instead, and a refused AUTH answers -WRONGPASS."""
     with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, port), timeout=1.0) as conn:
-        conn.sendall(b"PING\r\n")
-        return conn.recv(64).startswith(b"+PONG")
+        expected = b"+PONG\r\n"
+        request = _resp("PING")
+        if password is not None:
+            auth = ("AUTH", user, password) if user is not None else ("AUTH", password)
+            request = _resp(*auth) + request
+            expected = b"+OK\r\n" + expected
+        conn.sendall(request)
+        answer = b""
+        while len(answer) < len(expected) and not answer.startswith(b"-"):
+            chunk = conn.recv(64)
+            if not chunk:
+                break
+            answer += chunk
+        return answer.startswith(expected)
     return False
 
 
@@ -36,6 +55,12 @@ class RedisServer:
 
     By default it keeps nothing on disk (`--save "" --appendonly no`). With `aof=True` every write
     is fsynced to an append-only file in `data_dir`, so `restart()` comes back with the data.
+
+    `password` alone sets `requirepass` (clients AUTH with the password only); with `user` too,
+    the `default` user is switched off and `user` is the only ACL user, with every permission
+    (`user NAME on >PASSWORD ~* &* +@all`): clients AUTH with both. The password goes into a
+    config file readable by the owner only, never onto the command line (where `ps` shows it),
+    and it is not in `repr`. `url` carries no credentials; give them to the client separately.
     """
 
     def __init__(
@@ -45,7 +70,15 @@ class RedisServer:
         aof: bool = False,
         port: int | None = None,
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+        password: str | None = None,
+        user: str | None = None,
     ) -> None:
+        if user is not None and password is None:
+            raise DevenvError("a Redis ACL user needs a password")
+        if any(char.isspace() for char in (password or "") + (user or "")):
+            raise DevenvError("the Redis user and password may not contain blanks")
+        self.password = password
+        self.user = user
         # A data dir made here is ours to delete in `stop(remove_data=True)`; a given one is not.
         self._owns_data_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="rollout-redis-")) if data_dir is None else data_dir
@@ -57,7 +90,8 @@ class RedisServer:
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
-        return f"RedisServer(data_dir={str(self.data_dir)!r}, aof={self.aof}, {state})"
+        auth = f", user={self.user!r}" if self.user else ", password=***" if self.password else ""
+        return f"RedisServer(data_dir={str(self.data_dir)!r}, aof={self.aof}{auth}, {state})"
 
     @property
     def running(self) -> bool:
@@ -73,10 +107,25 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://{LOOPBACK}:{self.port}/0"
 
+    def _auth_config(self) -> list[str]:
+        """The config file holding the credentials (redis-server reads it as its first argument)."""
+        if self.password is None:
+            return []
+        if self.user is None:
+            lines = [f"requirepass {self.password}"]
+        else:
+            lines = ["user default off", f"user {self.user} on >{self.password} ~* &* +@all"]
+        path = self.data_dir / "auth.conf"
+        path.touch(mode=0o600)
+        path.chmod(0o600)
+        path.write_text("\n".join(lines) + "\n")
+        return [str(path)]
+
     def _command(self, binary: Path) -> list[str]:
         persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.aof else ["--appendonly", "no"]
         return [
             str(binary),
+            *self._auth_config(),
             "--port",
             str(self.port),
             "--bind",
@@ -104,7 +153,12 @@ class RedisServer:
         self._proc = spawn(self._command(binary), log_path=self.log_path, cwd=self.data_dir)
         atexit.register(self.stop)
         port = self.port
-        if not wait_until(lambda: redis_answers_ping(port), alive=lambda: self.running, timeout_s=self.start_timeout_s):
+        password, user = self.password, self.user
+
+        def answers() -> bool:
+            return redis_answers_ping(port, password=password, user=user)
+
+        if not wait_until(answers, alive=lambda: self.running, timeout_s=self.start_timeout_s):
             proc = self._proc
             why = f"it exited with code {proc.returncode}" if proc.poll() is not None else "no answer to PING"
             self.stop()

@@ -14,7 +14,15 @@ from rollout_common.errors import InvalidInputError, PermanentError, TransientEr
 # Worth a retry: the server is unreachable, slow or still loading its data set. The auth and
 # permission errors are ConnectionError subclasses in redis-py but will not heal by retrying.
 _TRANSIENT = (rex.ConnectionError, rex.TimeoutError)
-_PERMANENT_ANYWAY = (rex.AuthenticationError, rex.AuthorizationError)
+# A refused login: redis-py raises AuthenticationError for WRONGPASS and for a server that wants
+# a password it was not given; a reply error starting with one of these codes means the same.
+_AUTH_CODES = ("NOAUTH", "WRONGPASS")
+_AUTHENTICATION = (
+    "authentication failed: check the Redis username and password "
+    "(ROLLOUT_REDIS_USERNAME, ROLLOUT_REDIS_PASSWORD, or the URL's)"
+)
+# Logged in, but the ACL user may not run this command or touch this key.
+_AUTHORIZATION = "not authorized: the Redis ACL user lacks a permission this command needs"
 _SCAN_BATCH = 500
 
 
@@ -106,7 +114,13 @@ class RedisStore:
             raise PermanentError("the store is closed")
         try:
             yield
-        except _PERMANENT_ANYWAY as exc:
+        except rex.AuthenticationError as exc:
+            raise PermanentError(f"redis {command}: {_AUTHENTICATION}: {exc}") from exc
+        except (rex.AuthorizationError, rex.NoPermissionError) as exc:
+            raise PermanentError(f"redis {command}: {_AUTHORIZATION}: {exc}") from exc
+        except rex.ResponseError as exc:
+            if str(exc).startswith(_AUTH_CODES):
+                raise PermanentError(f"redis {command}: {_AUTHENTICATION}: {exc}") from exc
             raise PermanentError(f"redis {command}: {exc}") from exc
         except _TRANSIENT as exc:
             raise TransientError(f"redis {command}: {exc}") from exc
