@@ -1,10 +1,13 @@
 """Records in, engine events out: the only place that knows which topics feed the planner.
 
-Within one poll batch the events are put in a fixed order of kinds (inventory, readiness,
-upgrade results, operator commands, release targets), each kind keeping its arrival order:
+Within one poll batch the events are put in a fixed order of kinds (inventory, upgrade
+results, readiness, operator commands, release targets), each kind keeping its arrival order:
 the batch is one instant, and at one instant the planner should decide on the fleet as it is
 known at that instant, so an inventory change polled with a release target is applied first
-whatever partition order the broker returned.
+whatever partition order the broker returned. Upgrade results go before readiness because a
+cluster reports ready after its upgrade finished: a `ready` polled together with the
+`succeeded` it follows must not be applied first, or the cluster would wait for the next
+heartbeat to count as available again.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from rollout_common.topics.catalog import (
 )
 
 INPUT_TOPICS: tuple[TopicDef, ...] = (INVENTORY, READINESS, UPGRADE_RESULTS, OPERATOR_COMMANDS, RELEASE_TARGETS)
-_KIND_ORDER = {"inventory": 0, "readiness": 1, "upgrade_result": 2, "operator_command": 3}
+_KIND_ORDER = {"inventory": 0, "upgrade_result": 1, "readiness": 2, "operator_command": 3}
 _LAST = 4
 
 
