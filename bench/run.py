@@ -1,9 +1,13 @@
 """Run every benchmark, print the tables and write docs/benchmarks.md with charts.
 
-    python -m bench.run            # full: 1k..1M clusters, 100k-cluster rollouts (~5 minutes)
-    python -m bench.run --quick    # tiny sizes, seconds; prints only unless --output is given
+    python -m bench.run            # full: engine 1k..1M, simulator rollouts, Kafka benchmarks (~12 minutes)
+    python -m bench.run --quick    # tiny sizes, seconds, no Kafka; prints only unless --output is given
+    python -m bench.run --quick --kafka-bootstrap HOST:PORT --redis-url URL   # quick, with tiny Kafka runs
 
-Full mode runs each engine size in its own process so the memory figures (RSS deltas) are clean.
+Full mode runs each engine size and each Kafka benchmark in its own process so the memory figures
+(RSS deltas) are clean. The Kafka benchmarks (planner over Kafka, decision latency, executor
+scaling, a whole rollout through the services) use the given broker and Redis, or
+`KAFKA_BOOTSTRAP` / `REDIS_URL`, or else start a local broker and redis-server (`rollout_devenv`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import kafka_report
 from bench.engine_cost import measure_baseline, measure_engine
+from bench.kafka_report import KAFKA_FULL, KAFKA_QUICK
 from bench.whole_rollout import measure_rollout
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,7 +115,14 @@ def load_average() -> str:
         return "unknown"
 
 
-def collect(plan: Plan, log: Any = sys.stderr) -> dict[str, Any]:
+def collect(
+    plan: Plan,
+    log: Any = sys.stderr,
+    *,
+    kafka: kafka_report.KafkaPlan | None = None,
+    bootstrap: str | None = None,
+    redis_url: str | None = None,
+) -> dict[str, Any]:
     load_before = load_average()
     engine = []
     for size in plan.engine_sizes:
@@ -119,9 +132,16 @@ def collect(plan: Plan, log: Any = sys.stderr) -> dict[str, Any]:
     for clusters, stages in plan.rollouts:
         print(f"whole rollout: {clusters} clusters, {stages} stages ...", file=log, flush=True)
         rollouts.append(rollout_run(clusters, stages, plan))
+    out: dict[str, Any] = {"engine": engine, "rollouts": rollouts}
+    if kafka is not None:
+        from bench.kafka_common import infrastructure
+
+        with infrastructure(bootstrap, redis_url) as infra:
+            out["kafka"] = kafka_report.collect(kafka, infra.bootstrap, infra.redis_url, isolate=plan.isolate, log=log)
+            out["kafka"]["infrastructure"] = infra.origin
     info = machine()
     info["load"] = f"{load_before} before, {load_average()} after (1/5/15-minute load averages)"
-    return {"machine": info, "engine": engine, "rollouts": rollouts}
+    return {"machine": info, **out}
 
 
 def machine() -> dict[str, str]:
@@ -269,6 +289,8 @@ def verdicts(data: dict[str, Any]) -> list[Verdict]:
             f"models the state keeps)",
         )
     )
+    if "kafka" in data:
+        out += [Verdict(name, met, detail) for name, met, detail in kafka_report.verdicts(data["kafka"])]
     return out
 
 
@@ -346,7 +368,10 @@ def charts(data: dict[str, Any], folder: Path) -> list[str]:
     fig.tight_layout()
     fig.savefig(folder / "bench-latency.png", dpi=110)
     plt.close(fig)
-    return ["bench-engine.png", "bench-latency.png"]
+    images = ["bench-engine.png", "bench-latency.png"]
+    if "kafka" in data:
+        images += kafka_report.charts(data["kafka"], folder)
+    return images
 
 
 def _profile_section(engine: dict[str, Any]) -> list[str]:
@@ -409,8 +434,8 @@ def page(data: dict[str, Any], images: list[str], quick: bool) -> str:
         "",
         "- **at-gate**: about 64 clusters flipped not ready at any time, so partition 0 sits just above its",
         "  maxUnavailable (within maxNew of it): every event that loosens a count (a `ready` flip) makes the",
-        "  dispatcher try a batch and refuse it. This is the steady state of a real gated rollout, where the",
-        "  engine keeps each partition filled up to its limit, and the engine's most expensive one.",
+        "  dispatcher try a batch and refuse it (since 8ea870a from counters, in O(1)). This is the steady",
+        "  state of a real gated rollout, where the engine keeps each partition filled up to its limit.",
         "- **spread**: about 1% of the fleet flipped; at 100k+ clusters partition 0 is then more than maxNew",
         "  above its limit and the gate is refused in O(1). (At 1k, 1% is 10 clusters: still at the gate.)",
         "",
@@ -435,6 +460,7 @@ def page(data: dict[str, Any], images: list[str], quick: bool) -> str:
         "|---|---:|",
         *[f"| {k} | {v:,} |" for k, v in large["record_breakdown"].items()],
         "",
+        *kafka_report.before_after_lines(data["engine"]),
         "## Naive baseline",
         "",
         "What Fleet does per event: recompute the partitions from the inventory (`plan_partitions`) and scan",
@@ -456,9 +482,15 @@ def page(data: dict[str, Any], images: list[str], quick: bool) -> str:
         *rollout_table(data["rollouts"]),
         "",
     ]
-    missed = [v for v in verdict_list if not v.met]
-    if missed:
-        lines += ["## Missed targets: where the time and memory go", "", *_limits(data), "", *_profile_section(large)]
+    if "kafka" in data:
+        lines += kafka_report.page_lines(data["kafka"], images)
+    engine_missed = [v for v in verdict_list[:3] if not v.met]
+    kafka_limits = kafka_report.limits_lines(data["kafka"]) if "kafka" in data else []
+    if engine_missed or kafka_limits:
+        lines += ["## Missed targets: where the time and memory go", ""]
+    if engine_missed:
+        lines += ["### Engine", "", *_limits(data), "", *_profile_section(large)]
+    lines += kafka_limits
     three = [r for r in data["rollouts"] if r["stages"] == 3]
     if three:
         r = max(three, key=lambda x: x["clusters"])
@@ -486,18 +518,10 @@ def _limits(data: dict[str, Any]) -> list[str]:
         )
         out.append(f"- **{regime}**: top self time: {names}.")
     out += [
-        "- At the gate, every event that loosens a count (the `ready` flips, about half the stream; since the",
-        "  engine re-dispatches only on loosening changes) costs one refused batch: `_dispatch_batch` pops",
-        "  maxNew (50) clusters off the partition heap through `_take`/`_valid_head`/`_can_start`, finds the",
-        "  batch would breach maxUnavailable, and pushes all 50 back: ~100 heap operations and ~50",
-        "  `Version.__eq__` and `ClusterRec.busy` calls for one readiness flip.",
-        "- Away from the gate the path is O(1) but pays fixed Python overhead per call: `decide` → `_apply` →",
-        "  `apply_readiness` → `refresh` (allocates a 2-list each time), then for a loosening event `_settle` →",
-        "  `dispatch_stage` for both tracks → `_dispatch_track` (`resolve()` of maxUnavailablePartitions each",
-        "  time), `_has_pending`, `finish_if_done`, `revisit_stuck`, `_record_waits`. At 1M clusters the random",
-        "  `state.clusters.get(name)` lookup alone is ~11% of self time: the dict no longer fits in cache.",
-        "- Memory: each `ClusterRec` owns ten 2-element lists (72 B each) and two empty `set`s (216 B each),",
-        "  about 1.3 KB before any heap or index entry.",
+        "- The engine's profile follows (cProfile by self time, then pyinstrument's tree); figures above",
+        "  are after the O(1) GATE-1 refusal and the shared per-track pairs (see before/after).",
+        f"- Memory: the record breakdown above; {large['planner_bytes_per_cluster']:,.0f} B/cluster of RSS growth "
+        f"at {large['clusters']:,} clusters.",
     ]
     return out
 
@@ -513,10 +537,39 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--json", type=Path, default=None, help="also save the raw figures here")
     parser.add_argument("--from-json", type=Path, default=None, help="re-render from figures saved by --json")
+    parser.add_argument("--kafka-bootstrap", default=None, help="a broker for the Kafka benchmarks")
+    parser.add_argument("--redis-url", default=None, help="a Redis for the Kafka benchmarks")
+    parser.add_argument("--no-kafka", action="store_true", help="skip the Kafka benchmarks")
+    parser.add_argument(
+        "--reuse-engine-json",
+        type=Path,
+        default=None,
+        help="take the engine and simulator figures from this --json file and run only the Kafka benchmarks",
+    )
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     output = args.output if args.output is not None else (None if args.quick else ROOT / "docs" / "benchmarks.md")
-    data = json.loads(args.from_json.read_text()) if args.from_json is not None else collect(plan)
+    # Quick mode runs the Kafka benchmarks (tiny) only against a broker and Redis it is given.
+    given = bool(args.kafka_bootstrap and args.redis_url)
+    kafka = None if args.no_kafka else (KAFKA_QUICK if args.quick else KAFKA_FULL)
+    if args.quick and not given:
+        kafka = None
+    if args.from_json is not None:
+        data = json.loads(args.from_json.read_text())
+    elif args.reuse_engine_json is not None:
+        data = json.loads(args.reuse_engine_json.read_text())
+        data.pop("kafka", None)
+        if kafka is not None:
+            fresh = collect(
+                Plan([], 0, 0, {}, [], plan.isolate),
+                kafka=kafka,
+                bootstrap=args.kafka_bootstrap,
+                redis_url=args.redis_url,
+            )
+            data["kafka"] = fresh["kafka"]
+            data["kafka"]["run"] = f"{fresh['machine']['date']}, load {fresh['machine']['load']}"
+    else:
+        data = collect(plan, kafka=kafka, bootstrap=args.kafka_bootstrap, redis_url=args.redis_url)
     print_tables(data)
     if args.json is not None:
         args.json.write_text(json.dumps(data, indent=1))
