@@ -24,6 +24,7 @@ import aiokafka.errors as kerr  # type: ignore[import-untyped]
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
+from aiokafka.conn import collect_hosts, create_conn  # type: ignore[import-untyped]
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor  # type: ignore[import-untyped]
 
 from rollout_adapters.memory_bus import next_offsets
@@ -112,6 +113,17 @@ _TRANSIENT = (
     OSError,
     TimeoutError,
 )
+
+
+# What the broker answers to a login it refuses. aiokafka 0.14 logs it and then reports only
+# `KafkaConnectionError: Unable to bootstrap`, so the bus asks again itself (`_login_refusal`).
+_LOGIN_REFUSED = (
+    kerr.SaslAuthenticationFailed,
+    kerr.AuthenticationFailedError,
+    kerr.UnsupportedSaslMechanismError,
+    kerr.IllegalSaslStateError,
+)
+_PROBE_TIMEOUT_MS = 10_000
 
 
 def translate(exc: BaseException, doing: str) -> RolloutError:
@@ -231,7 +243,52 @@ class KafkaBus:
         self._known_topics.update(existing.intersection(missing))
         absent = sorted(set(missing) - existing)
         if absent:
-            raise UnknownTopicError(f"topics {absent} do not exist (create them with ensure_topics)")
+            hint = ""
+            if self._uses_sasl:
+                # The broker hides a topic from a principal with no ACL on it at all.
+                user = self._security.get("sasl_plain_username")
+                hint = f", or user {user!r} has no ACL on them (a topic it may not DESCRIBE is hidden from it)"
+            raise UnknownTopicError(f"topics {absent} do not exist (create them with ensure_topics){hint}")
+
+    @property
+    def _uses_sasl(self) -> bool:
+        return str(self._security.get("security_protocol", "PLAINTEXT")).startswith("SASL")
+
+    async def _start(self, client: Any, doing: str) -> None:
+        """Start an aiokafka client; on failure close it. A failed bootstrap with SASL configured
+        is checked for a refused login, which becomes a PermanentError instead of a retry."""
+        try:
+            await _start(client, doing)
+        except TransientError as exc:
+            if not (self._uses_sasl and isinstance(exc.__cause__, kerr.KafkaConnectionError)):
+                raise
+            refusal = await self._login_refusal()
+            if refusal is None:
+                raise
+            user = self._security.get("sasl_plain_username")
+            mechanism = self._security.get("sasl_mechanism")
+            raise PermanentError(
+                f"kafka: {doing}: the broker refused the SASL login of user {user!r} with {mechanism} "
+                f"({type(refusal).__name__}: {refusal}): check the user name, password and mechanism "
+                "(ROLLOUT_KAFKA_SECURITY__SASL_USERNAME, __SASL_PASSWORD, __SASL_MECHANISM)"
+            ) from refusal
+
+    async def _login_refusal(self) -> BaseException | None:
+        """The broker's refusal of this bus's login, from one connection per bootstrap server; None
+        when a server accepts it or none answers (then the failure was something else)."""
+        for host, port, _ in collect_hosts(self._bootstrap):
+            try:
+                conn = await create_conn(
+                    host, port, client_id=self._client_id, request_timeout_ms=_PROBE_TIMEOUT_MS, **self._security
+                )
+            except _LOGIN_REFUSED as exc:
+                refusal: BaseException = exc
+                return refusal
+            except (kerr.KafkaError, OSError, TimeoutError):
+                continue
+            conn.close()
+            return None
+        return None
 
     def _client_settings(self) -> dict[str, Any]:
         """What every aiokafka client of this bus is built with."""
@@ -248,7 +305,7 @@ class KafkaBus:
         async with self._start_lock:
             if self._producer is None:
                 producer = AIOKafkaProducer(**self._client_settings(), enable_idempotence=True, acks="all")
-                await _start(producer, "start the producer")
+                await self._start(producer, "start the producer")
                 self._producer = producer
             return self._producer
 
@@ -256,7 +313,7 @@ class KafkaBus:
         async with self._start_lock:
             if self._admin is None:
                 admin = AIOKafkaAdminClient(**self._client_settings())
-                await _start(admin, "start the admin client")
+                await self._start(admin, "start the admin client")
                 self._admin = admin
             return self._admin
 
@@ -371,7 +428,7 @@ class KafkaConsumer:
                 )
                 self._ownership.consumer = consumer
                 consumer.subscribe(self._topics, listener=self._ownership)
-                await _start(consumer, f"join group {self._group!r}")
+                await self._bus._start(consumer, f"join group {self._group!r}")
                 self._consumer = consumer
             return self._consumer
 
