@@ -25,10 +25,12 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.live import Live
 
+from rollout_adapters import connections
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.redis_store import RedisStore
 from rollout_cli.dashboard import ProgressCount, ProgressModel, spinner, status_view
 from rollout_common import envelope
+from rollout_common.connection_settings import RedisServiceSettings, load, masked_url
 from rollout_common.errors import InvalidInputError, RolloutError, TransientError, UnknownTopicError
 from rollout_common.events import InventoryChange, OperatorCommand, ReleaseTarget, StartRollout
 from rollout_common.ports import Consumer, Record
@@ -179,6 +181,35 @@ def _handler(
     return handle
 
 
+# -- clients ----------------------------------------------------------------------------------
+
+
+def _connection_settings(args: argparse.Namespace) -> RedisServiceSettings:
+    """The services' shared connection settings (`ROLLOUT_KAFKA_SECURITY__*`, `ROLLOUT_REDIS_USERNAME`,
+    `ROLLOUT_REDIS_PASSWORD`, ...) from the environment, with this command's options on top."""
+    try:
+        settings = load(RedisServiceSettings, what="connection settings")
+    except InvalidInputError as exc:
+        raise UserError(str(exc)) from exc
+    # The options win: their defaults already come from the same variables.
+    return settings.model_copy(
+        update={
+            "kafka_bootstrap": args.bootstrap,
+            "topic_prefix": args.topic_prefix,
+            "redis_url": args.redis,
+            "redis_namespace": args.namespace,
+        }
+    )
+
+
+def _bus(args: argparse.Namespace) -> KafkaBus:
+    return connections.kafka_bus(_connection_settings(args), client_id=args.source)
+
+
+def _store(args: argparse.Namespace) -> RedisStore:
+    return connections.redis_store(_connection_settings(args))
+
+
 # -- publishing -------------------------------------------------------------------------------
 
 
@@ -265,7 +296,7 @@ async def _publish(
     create_topics: bool = False,
     progress: ProgressCount | None = None,
 ) -> None:
-    bus = KafkaBus(args.bootstrap, client_id=args.source)
+    bus = _bus(args)
     name = args.topic_prefix + topic.name
 
     async def send(model: BaseModel, event_id: str) -> None:
@@ -324,16 +355,17 @@ def _problem(loc: tuple[int | str, ...], message: str) -> str:
 
 
 async def _with_store(args: argparse.Namespace, call: Callable[[RedisStore], Awaitable[Any]]) -> Any:
-    store = RedisStore(args.redis, namespace=args.namespace)
+    store = _store(args)
+    redis = masked_url(args.redis)  # a password in the URL stays out of the message
     try:
         async with asyncio.timeout(_CONNECT_TIMEOUT_S):
             return await call(store)
     except (TransientError, TimeoutError) as exc:
         raise UserError(
-            f"cannot reach Redis at {args.redis}: start Redis or point --redis (or ROLLOUT_REDIS_URL) at the planner's"
+            f"cannot reach Redis at {redis}: start Redis or point --redis (or ROLLOUT_REDIS_URL) at the planner's"
         ) from exc
     except RolloutError as exc:
-        raise UserError(f"Redis at {args.redis} refused: {_short(exc)}") from exc
+        raise UserError(f"Redis at {redis} refused: {_short(exc)}") from exc
     finally:
         await store.close()
 
@@ -342,7 +374,7 @@ async def _read_status(args: argparse.Namespace) -> dict[str, Any]:
     raw = await _with_store(args, lambda store: store.get(STATUS_KEY))
     if raw is None:
         raise UserError(
-            f"no status yet under namespace {args.namespace!r} at {args.redis}: start the planner and "
+            f"no status yet under namespace {args.namespace!r} at {masked_url(args.redis)}: start the planner and "
             "`rollout apply` a sequence, or check --redis and --namespace"
         )
     try:
@@ -394,10 +426,12 @@ async def _watch(args: argparse.Namespace) -> int:
         # The stored status is the best start; without it the screen fills in as events arrive.
         seed = await _status_if_any(args)
         model = ProgressModel(seed, now=time.time())
-    bus = KafkaBus(args.bootstrap, client_id=args.source)
+    bus = _bus(args)
     topic = args.topic_prefix + PROGRESS.name
-    # A group of its own: every watcher sees every event, and none moves another's position.
-    consumer = bus.consumer([topic], group=f"rollout-watch-{uuid.uuid4().hex[:8]}", from_beginning=args.from_beginning)
+    # A group of its own: every watcher sees every event, and none moves another's position. Under
+    # the topic prefix, as the operator's ACL (prefix `rollout-watch-`, docs/security.md) expects.
+    group = f"{args.topic_prefix}rollout-watch-{uuid.uuid4().hex[:8]}"
+    consumer = bus.consumer([topic], group=group, from_beginning=args.from_beginning)
     try:
         async with asyncio.timeout(_CONNECT_TIMEOUT_S):
             first = await consumer.poll(max_records=100, timeout_s=0.1)  # joins; fails fast on a bad address
@@ -411,6 +445,8 @@ async def _watch(args: argparse.Namespace) -> int:
         ) from exc
     except (TransientError, TimeoutError) as exc:
         raise UserError(_kafka_unreachable(args)) from exc
+    except RolloutError as exc:  # a refused login or a missing ACL: one line, not a traceback
+        raise UserError(f"Kafka at {args.bootstrap} refused: {_short(exc)}") from exc
     finally:
         await bus.close()
     return 0

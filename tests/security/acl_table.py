@@ -31,7 +31,7 @@ READ, WRITE, CREATE, DESCRIBE, DESCRIBE_CONFIGS = (
     Operation.DESCRIBE_CONFIGS,
 )
 
-PRINCIPALS = ("planner", "executor", "health", "operator", "intruder")
+PRINCIPALS = ("planner", "executor", "health", "reporter", "operator", "intruder")
 
 PLANNER_GROUP = "rollout-planner"
 EXECUTOR_GROUP = "rollout-executors"
@@ -81,6 +81,8 @@ GRANTS: tuple[Grant, ...] = (
     _topic("health", DEAD_LETTER.name, WRITE),
     Grant("health", Resource.TOPIC, HEALTH_APP + "-", (READ, WRITE, CREATE, DESCRIBE, DESCRIBE_CONFIGS), prefixed=True),
     Grant("health", Resource.GROUP, HEALTH_APP, (READ,)),
+    # health reporter: heartbeats out, nothing else
+    _topic("reporter", HEARTBEATS.name, WRITE),
     # operator (the CLI): releases, commands and inventory in, progress and dead letters out
     _topic("operator", RELEASE_TARGETS.name, WRITE),
     _topic("operator", OPERATOR_COMMANDS.name, WRITE),
