@@ -45,7 +45,8 @@ def render(report: dict[str, Any]) -> str:
     completed = sum(bool(r.get("completed")) for r in runs)
     duplicates = sum(r.get("duplicates", 0) for r in runs)
     explained = sum(r.get("explained_duplicates", 0) for r in runs)
-    missing = sum(r.get("missing", 0) for r in runs)
+    missing = sum(r.get("missing", 0) for r in runs if r["passed"])
+    missing_failed = sum(r.get("missing", 0) for r in runs if not r["passed"])
     gate = sum(r.get("gate1_violations", 0) + r.get("gate3_violations", 0) + r.get("oversize_batches", 0) for r in runs)
     twice = sum(r.get("decided_twice", 0) for r in runs)
     batches = sum(r.get("batches", 0) for r in runs)
@@ -76,7 +77,7 @@ def render(report: dict[str, Any]) -> str:
         f"| cluster-track upgrades audited | {upgrades} |",
         f"| duplicate upgrades (a driver started twice for one cluster, track, version) | {duplicates} |",
         f"| … of which explained by an executor killed mid-upgrade | {explained} |",
-        f"| clusters missed (cluster-track never upgraded) | {missing} |",
+        f"| cluster-tracks never upgraded: in seeds that passed / that failed | {missing} / {missing_failed} |",
         f"| clusters handed out twice by the planner | {twice} |",
         f"| batches audited / gate violations (maxNew, GATE-1, GATE-3) | {batches} / {gate} |",
         f"| services that exited by themselves | {exits} |",

@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -101,9 +102,9 @@ LEASE_S = 2
 EXECUTORS = 3
 KINDS = ("planner", "executor", "monitor", "reporter", "broker", "redis")
 COMPLETE_TIMEOUT_S = 180.0
-# A rollout that has made no progress (no progress event, no upgrade result) this long after the
-# last fault has stalled: a gate waits for something that will not come.
-STALL_S = 40.0
+# A rollout that has made no progress (no progress event, no upgrade result) this long, with no
+# fault under way, has stalled: a gate waits for something that will not come.
+STALL_S = 45.0
 LAG_TIMEOUT_S = 30.0
 
 
@@ -388,6 +389,7 @@ class Watcher:
         self.complete: set[tuple[str, str]] = set()
         self.changed = asyncio.Event()
         self.last_change = time.monotonic()
+        self.injecting = False  # a fault is under way: silence is expected, not a stall
 
     async def follow(self) -> None:
         consumer = AIOKafkaConsumer(
@@ -448,7 +450,12 @@ async def run_faults(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(watcher.changed.wait(), 1.0)
         fault.succeeded_when_fired = len(watcher.succeeded)
-        await inject(fault, processes, broker, redis)
+        watcher.injecting = True
+        try:
+            await inject(fault, processes, broker, redis)
+        finally:
+            watcher.injecting = False
+            watcher.last_change = time.monotonic()
 
 
 async def read_topic(run: Seed, topic: TopicDef) -> list[AuditRecord]:
@@ -566,10 +573,7 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
 
         exits: list[str] = []
         deadline = time.monotonic() + COMPLETE_TIMEOUT_S
-        faults_done_at: float | None = None
         while not (watcher.all_complete and injector.done()):
-            if injector.done() and faults_done_at is None:
-                faults_done_at = time.monotonic()
             # A process that ends by itself is a finding; it is started again, as an orchestrator would.
             for name, code in processes.unexpected_exits().items():
                 exits.append(f"{name} exited by itself with code {code}")
@@ -577,7 +581,7 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
                 processes.restart(name)
             if injector.done() and injector.exception() is not None:
                 raise injector.exception()  # type: ignore[misc]
-            quiet_s = time.monotonic() - max(watcher.last_change, faults_done_at or time.monotonic())
+            quiet_s = 0.0 if watcher.injecting else time.monotonic() - watcher.last_change
             if time.monotonic() > deadline or quiet_s > STALL_S:
                 why = f"stalled (nothing new for {quiet_s:.0f} s)" if quiet_s > STALL_S else "timed out"
                 findings.append(
@@ -638,6 +642,11 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
         summary["wall_s"] = round(time.monotonic() - began, 1)
         summary["findings"] = findings
         summary["passed"] = not findings
+        if findings and REPORT_PATH:
+            # pytest keeps only the last few tmp dirs: the logs of a failed seed go next to the report
+            kept = Path(REPORT_PATH).parent / "chaos-logs" / run.prefix.rstrip(".")
+            shutil.copytree(tmp_path, kept, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*-data"))
+            summary["logs"] = str(kept)
         chaos_report.runs.append(summary)
         chaos_report.write()
 
