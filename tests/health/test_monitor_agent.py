@@ -124,3 +124,31 @@ async def test_a_bad_heartbeat_is_dead_lettered_and_the_agent_goes_on(
 def _sample(monitor: HealthMonitor, name: str, **labels: str) -> float | None:
     value = monitor.metrics.registry.get_sample_value(name, labels)
     return value
+
+
+async def test_readiness_is_said_again_each_republish_interval_without_a_change(
+    outbox: RecordingOutbox, clock: FakeClock
+) -> None:
+    """A ready the planner applied before the upgrade it follows is repaired by the next repeat."""
+    settings = MonitorSettings(staleness_limit_s=30, check_interval_s=5, republish_interval_s=5)
+    made = HealthMonitor(settings, outbox=outbox, clock=clock)
+    made.app.finalize()
+    made.app.flow_control.resume()
+    try:
+        raw = made.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+        async with made.agent.test_context(channel=raw) as agent:
+            for cluster, ready in (("c1", True), ("c2", False)):
+                value, headers = _heartbeat(cluster, ready)
+                await agent.put(value, key=cluster.encode(), headers=headers, timestamp=1000.0)
+            clock.now = 1010.0
+            again = await made.check_staleness()
+        assert sorted((r.cluster, r.ready, r.reason) for r in again) == [
+            ("c1", True, "unchanged"),
+            ("c2", False, "unchanged"),
+        ]
+        # repeats are not changes
+        assert _sample(made, "rollout_health_readiness_changes_total", ready="true") == 1
+    finally:
+        consumer = made.app._consumer
+        if consumer is not None:
+            consumer._thread.thread_loop.close()

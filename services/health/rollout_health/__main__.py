@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -24,7 +25,7 @@ from rollout_adapters.connections import kafka_bus
 from rollout_adapters.status_server import StatusServer
 from rollout_common import json_logging
 from rollout_common.connection_settings import load, loggable
-from rollout_common.errors import RolloutError
+from rollout_common.errors import RolloutError, TransientError
 from rollout_common.topics.catalog import HEARTBEATS, UPGRADE_RESULTS
 from rollout_health.metrics import HealthMetrics
 from rollout_health.monitor import HealthMonitor
@@ -49,9 +50,20 @@ async def run_reporter(settings: ReporterSettings) -> None:
     try:
         if status is not None:
             await status.start()
-        if settings.create_topics:
-            await bus.ensure_topics([t.spec(settings.topic_prefix) for t in (HEARTBEATS, UPGRADE_RESULTS)])
-        await probe.start()
+        # Kafka may be down when the reporter starts (a broker restart, a fresh deployment):
+        # wait for it like the other services instead of exiting.
+        while not stop.is_set():
+            try:
+                if settings.create_topics:
+                    await bus.ensure_topics([t.spec(settings.topic_prefix) for t in (HEARTBEATS, UPGRADE_RESULTS)])
+                await probe.start()
+                break
+            except TransientError as exc:
+                log.warning("Kafka not reachable yet; retrying in 2 s: %s", exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 2.0)
+        if stop.is_set():
+            return
         reporter = Reporter(
             bus=bus,
             probe=probe,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+import zlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -89,6 +90,7 @@ class HealthMonitor:
         self.readiness_topic = prefix + READINESS.name
         self.dead_letter_topic = prefix + DEAD_LETTER.name
         self.outbox: Outbox = outbox or FaustOutbox(self.app)
+        self._ticks = 0
         self.agent = self.app.agent(self.heartbeats, name="heartbeats", concurrency=1)(self._process)
         self.app.timer(settings.check_interval_s, name="staleness")(self.check_staleness)
 
@@ -126,23 +128,39 @@ class HealthMonitor:
     async def check_staleness(self) -> list[Readiness]:
         now = self._clock()
         published: list[Readiness] = []
+        self._ticks += 1
         for cluster, row in list(self.table.items()):
+            current = ClusterHealth.model_validate(row)
             state, readiness = after_silence(
-                cluster, ClusterHealth.model_validate(row), now=now, staleness_limit_s=self._settings.staleness_limit_s
+                cluster, current, now=now, staleness_limit_s=self._settings.staleness_limit_s
             )
-            if readiness is None:
-                continue
-            await self._publish(readiness)
-            self.metrics.stale_marks.inc()
-            self.table[cluster] = state.model_dump()
-            published.append(readiness)
+            if readiness is not None:
+                await self._publish(readiness)
+                self.metrics.stale_marks.inc()
+                self.table[cluster] = state.model_dump()
+                published.append(readiness)
+            elif self._republish_due(cluster) and current.last_published is not None:
+                # Readiness is a state, not only a change: saying it again now and then repairs a
+                # planner that applied a change before the upgrade it follows, or a change lost in a
+                # crash between this table and the topic. The planner ignores repeats.
+                again = Readiness(cluster=cluster, ready=current.last_published, reason="unchanged")
+                await self._publish(again, change=False)
+                published.append(again)
         return published
+
+    def _republish_due(self, cluster: str) -> bool:
+        """Each cluster once per republish interval, spread over the timer's ticks by name."""
+        interval = self._settings.republish_interval_s
+        if interval <= 0:
+            return False
+        buckets = max(1, round(interval / self._settings.check_interval_s))
+        return zlib.crc32(cluster.encode()) % buckets == self._ticks % buckets
 
     def _row(self, cluster: str) -> ClusterHealth | None:
         row = self.table.get(cluster)
         return None if row is None else ClusterHealth.model_validate(row)
 
-    async def _publish(self, readiness: Readiness) -> None:
+    async def _publish(self, readiness: Readiness, *, change: bool = True) -> None:
         at = self._clock()
         log.info("%s is %s: %s", readiness.cluster, "ready" if readiness.ready else "not ready", readiness.reason)
         value, headers = encode(
@@ -155,7 +173,8 @@ class HealthMonitor:
         await self.outbox.send(
             self.readiness_topic, key=READINESS.key(readiness).encode(), value=value, headers=headers
         )
-        self.metrics.readiness_changes.labels(ready=str(readiness.ready).lower()).inc()
+        if change:
+            self.metrics.readiness_changes.labels(ready=str(readiness.ready).lower()).inc()
 
     @property
     def ready(self) -> bool:

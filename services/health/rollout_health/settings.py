@@ -78,6 +78,13 @@ class MonitorSettings(_Common):
     app_id: str = Field(default="rollout-health", description="faust app id (prefixed by topic_prefix)")
     staleness_limit_s: float = Field(default=90.0, gt=0.0)
     check_interval_s: float = Field(default=5.0, gt=0.0, description="how often the staleness timer runs")
+    republish_interval_s: float = Field(
+        default=60.0,
+        ge=0.0,
+        description="republish every cluster's readiness this often even without a change (spread over the "
+        "interval), so a change the planner saw out of order with the upgrade it follows, or one lost "
+        "in a crash, is corrected; 0 disables",
+    )
     store_url: str = Field(default="memory://", description="faust table store; the changelog is in Kafka")
     web_port: int = Field(default=0, ge=0, le=65535, description="faust's web server; 0 disables it")
     restart_backoff_max_s: float = Field(default=30.0, gt=0.0)
