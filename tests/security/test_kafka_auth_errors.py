@@ -11,18 +11,24 @@ before the consumer joins.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from acl_table import WATCH_GROUP_PREFIX
 from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped]
 from aiokafka.protocol.admin import CreateAclsRequest  # type: ignore[import-untyped]
+from conftest import REDIS_USER
 from secure_kafka import SecureKafka
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_common.errors import PermanentError, TransientError, UnknownTopicError
 from rollout_common.topics.catalog import PROGRESS, RELEASE_TARGETS
+from rollout_devenv import RedisServer
 from rollout_devenv.acls import Operation, Pattern, Resource
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -143,3 +149,47 @@ async def test_a_topic_taken_away_while_consuming_stops_the_consumer(secure: Sec
         assert topic in str(caught.value)
     finally:
         await bus.close()
+
+
+@pytest.mark.parametrize("module", [["rollout_planner.service"], ["rollout_executor"]], ids=["planner", "executor"])
+async def test_a_service_with_a_wrong_kafka_password_stops_with_the_reason(
+    secure: SecureKafka, secured_redis: RedisServer, module: list[str], tmp_path: Path
+) -> None:
+    assert secured_redis.password is not None
+    wrong = "wrong-kafka-pw-0c7d"
+    # A planner without a sequence waits for one before it touches Kafka: give it one.
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(
+        "name: s\nclusters: [{name: c1, labels: {env: a}, version: 1.30.5-gke.1000}]\n"
+        "sequence: {name: s, channel: regular, stages: [{name: a, clusterSelector: {matchLabels: {env: a}}}]}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLOUT_")} | {
+        "ROLLOUT_KAFKA_BOOTSTRAP": secure.bootstrap,
+        "ROLLOUT_TOPIC_PREFIX": secure.prefix,
+        "ROLLOUT_CREATE_TOPICS": "false",
+        "ROLLOUT_KAFKA_SECURITY__SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "ROLLOUT_KAFKA_SECURITY__SASL_MECHANISM": "SCRAM-SHA-512",
+        "ROLLOUT_KAFKA_SECURITY__SASL_USERNAME": module[0].split("_")[1].split(".")[0],
+        "ROLLOUT_KAFKA_SECURITY__SASL_PASSWORD": wrong,
+        "ROLLOUT_REDIS_URL": secured_redis.url,
+        "ROLLOUT_REDIS_USERNAME": REDIS_USER,
+        "ROLLOUT_REDIS_PASSWORD": secured_redis.password,
+        "ROLLOUT_REDIS_NAMESPACE": secure.prefix,
+        "ROLLOUT_HTTP_PORT": "0",
+        "ROLLOUT_METRICS_PORT": "0",
+        "ROLLOUT_SCENARIO_FILE": str(scenario),
+    }
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", *module],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+        cwd=tmp_path,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output[-3000:]
+    assert "refused the SASL login of user" in output
+    assert wrong not in output
