@@ -338,7 +338,14 @@ def start_services(processes: ChaosProcesses, run: Seed) -> None:
     processes.start(
         "monitor",
         ["rollout_health", "monitor"],
-        {"ROLLOUT_STALENESS_LIMIT_S": "60", "ROLLOUT_CHECK_INTERVAL_S": "1", "ROLLOUT_RESTART_BACKOFF_MAX_S": "2"},
+        {
+            "ROLLOUT_STALENESS_LIMIT_S": "60",
+            "ROLLOUT_CHECK_INTERVAL_S": "1",
+            "ROLLOUT_RESTART_BACKOFF_MAX_S": "2",
+            # readiness repeated every 10 s: a change applied before its upgrade result is repaired
+            # well inside the 45 s the test allows for progress
+            "ROLLOUT_REPUBLISH_INTERVAL_S": "10",
+        },
     )
 
 
@@ -646,8 +653,29 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
             # pytest keeps only the last few tmp dirs: the logs of a failed seed go next to the report
             kept = Path(REPORT_PATH).parent / "chaos-logs" / run.prefix.rstrip(".")
             shutil.copytree(tmp_path, kept, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*-data"))
+            await _keep_planner_store(chaos_redis.url, run.namespace, kept / "store")
             summary["logs"] = str(kept)
         chaos_report.runs.append(summary)
         chaos_report.write()
 
     assert not findings, f"seed {seed} ({run.prefix}), logs in {tmp_path}:\n" + "\n".join(findings)
+
+
+def _write_files(into: Path, files: dict[str, bytes]) -> None:
+    into.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (into / name).write_bytes(data)
+
+
+async def _keep_planner_store(url: str, namespace: str, into: Path) -> None:
+    """The planner's stored state of a failed seed (status, checkpoint, snapshot, journal), to debug it."""
+    client = aioredis.Redis.from_url(url)
+    try:
+        found: dict[str, bytes] = {}
+        async for key in client.scan_iter(match=f"{namespace}:*"):
+            value = await client.get(key)
+            if value is not None:
+                found[key.decode().replace("/", "_").replace(":", "_")] = value
+        await asyncio.to_thread(_write_files, into, found)
+    finally:
+        await client.aclose()

@@ -72,6 +72,10 @@ class HealthMonitor:
             topic_replication_factor=settings.kafka_replication_factor,
             topic_partitions=HEARTBEATS.partitions,
             table_standby_replicas=0,
+            # a killed worker's partitions move to its replacement after this, not faust's 60 s:
+            # until then nobody turns heartbeats into readiness
+            broker_session_timeout=settings.session_timeout_s,
+            broker_heartbeat_interval=min(3.0, settings.session_timeout_s / 3),
             web_enabled=settings.web_port > 0,
             web_port=settings.web_port or 6066,
             autodiscover=False,

@@ -78,8 +78,13 @@ class MonitorSettings(_Common):
     app_id: str = Field(default="rollout-health", description="faust app id (prefixed by topic_prefix)")
     staleness_limit_s: float = Field(default=90.0, gt=0.0)
     check_interval_s: float = Field(default=5.0, gt=0.0, description="how often the staleness timer runs")
+    session_timeout_s: float = Field(
+        default=10.0,
+        ge=6.0,
+        description="Kafka group session timeout of the monitor: how long a dead worker holds its partitions",
+    )
     republish_interval_s: float = Field(
-        default=60.0,
+        default=30.0,
         ge=0.0,
         description="republish every cluster's readiness this often even without a change (spread over the "
         "interval), so a change the planner saw out of order with the upgrade it follows, or one lost "
