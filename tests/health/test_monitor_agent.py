@@ -55,7 +55,8 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 async def monitor(outbox: RecordingOutbox, clock: FakeClock) -> AsyncIterator[HealthMonitor]:
-    made = HealthMonitor(MonitorSettings(staleness_limit_s=30), outbox=outbox, clock=clock)
+    # repeats off: these tests count changes; the repeat has its own test
+    made = HealthMonitor(MonitorSettings(staleness_limit_s=30, republish_interval_s=0), outbox=outbox, clock=clock)
     made.app.finalize()
     made.app.flow_control.resume()
     yield made
