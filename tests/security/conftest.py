@@ -7,11 +7,9 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
-from secure_kafka import SUPER_USER, SecureKafka, new_passwords, prepare
+from secure_kafka import REDIS_USER, SUPER_USER, SecureKafka, new_passwords, prepare
 
 from rollout_devenv import DevenvError, KafkaBroker, RedisServer
-
-REDIS_USER = "rollout"
 
 
 @pytest.fixture(scope="session")

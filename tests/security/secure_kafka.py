@@ -19,6 +19,8 @@ from rollout_devenv.acls import create_acls
 
 Message = ConsumerRecord[bytes, bytes]
 SUPER_USER = "admin"
+# the one Redis user of the secured Redis the security tests run against
+REDIS_USER = "rollout"
 
 
 def new_passwords() -> dict[str, str]:

@@ -22,8 +22,7 @@ import pytest
 from acl_table import WATCH_GROUP_PREFIX
 from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped]
 from aiokafka.protocol.admin import CreateAclsRequest  # type: ignore[import-untyped]
-from conftest import REDIS_USER
-from secure_kafka import SecureKafka
+from secure_kafka import REDIS_USER, SecureKafka
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_common.errors import PermanentError, TransientError, UnknownTopicError

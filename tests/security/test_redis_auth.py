@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REDIS_USER
+from secure_kafka import REDIS_USER
 
 from rollout_adapters.connections import redis_store
 from rollout_adapters.redis_store import RedisStore

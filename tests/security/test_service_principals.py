@@ -22,8 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from acl_table import EXECUTOR_GROUP, HEALTH_APP, PLANNER_GROUP, PRINCIPALS
-from conftest import REDIS_USER
-from secure_kafka import SUPER_USER, SecureKafka, bodies
+from secure_kafka import REDIS_USER, SUPER_USER, SecureKafka, bodies
 
 from rollout_common.topics.catalog import READINESS, STAGE_ADVANCE, UPGRADE_RESULTS
 from rollout_devenv import RedisServer
