@@ -34,6 +34,7 @@ def monitor_process(kafka_bootstrap: str, topic_prefix: str) -> Iterator[subproc
         "ROLLOUT_TOPIC_PREFIX": f"{topic_prefix}.",
         "ROLLOUT_STALENESS_LIMIT_S": "6",
         "ROLLOUT_CHECK_INTERVAL_S": "0.5",
+        "ROLLOUT_REPUBLISH_INTERVAL_S": "0",  # these tests count changes; repeats have their own test
         "ROLLOUT_METRICS_HOST": "127.0.0.1",
         "ROLLOUT_METRICS_PORT": str(_free_port()),
     }
@@ -165,3 +166,67 @@ async def test_heartbeats_become_readiness_changes_and_silence_becomes_stale(
     assert dict(letter.headers)["dlq_reason"].startswith(b"missing CloudEvents header")
     monitor_process.send_signal(signal.SIGTERM)
     assert monitor_process.wait(_STOP_S) == 0
+
+
+async def test_bad_heartbeats_are_dead_lettered_with_a_reason_and_the_monitor_goes_on(
+    kafka_bootstrap: str, topic_prefix: str, monitor_process: subprocess.Popen[bytes], heartbeats: Heartbeats
+) -> None:
+    """BUS-4 on the heartbeats topic: each bad record becomes one dead letter naming why, the
+    counter moves by one each, and a good heartbeat sent after all of them is still turned into
+    readiness."""
+    prefix = f"{topic_prefix}."
+    await _topics_exist(kafka_bootstrap, {prefix + t.name for t in (HEARTBEATS, READINESS, DEAD_LETTER)})
+    now = time.time()
+    good = Heartbeat(cluster="c9", ready=True, observed_at=now, reporter="test")
+    value, headers = encode(good, event_id="good", source="test", at=now)
+    body = value.decode()
+    cases: dict[str, tuple[bytes, dict[str, bytes], str]] = {
+        "not-json": (b"\x00{not json", headers, "value is not JSON"),
+        "wrong-schema": (body.replace('"ready":true', '"ready":"maybe"').encode(), headers, "invalid Heartbeat"),
+        "extra-field": (body.replace("{", '{"unexpected":1,', 1).encode(), headers, "invalid Heartbeat"),
+        "unknown-ce-type": (value, dict(headers, ce_type=b"io.rollout.bogus.v1"), "ce_type 'io.rollout.bogus.v1'"),
+        "no-ce-headers": (value, {}, "missing CloudEvents header(s)"),
+        "bad-specversion": (value, dict(headers, ce_specversion=b"0.3"), "ce_specversion '0.3'"),
+        "header-not-utf8": (value, dict(headers, ce_source=b"\xff\xfe"), "a header is not UTF-8"),
+        "huge": (b'{"pad":"' + b"x" * 1_001_000 + b'"}', headers, "exceeds 1000000"),
+    }
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, max_request_size=2 << 20)
+    await producer.start()
+    try:
+        for name, (raw, hdrs, _) in cases.items():
+            await producer.send_and_wait(prefix + HEARTBEATS.name, raw, key=name.encode(), headers=list(hdrs.items()))
+        await producer.send_and_wait(prefix + HEARTBEATS.name, value, key=b"c9", headers=list(headers.items()))
+    finally:
+        await producer.stop()
+    letters = await _read_all(kafka_bootstrap, prefix + DEAD_LETTER.name, want=len(cases))
+    ready = await _read_all(kafka_bootstrap, prefix + READINESS.name, want=1)
+    reasons = {m.key.decode(): dict(m.headers)["dlq_reason"].decode() for m in letters if m.key}
+    assert set(reasons) == set(cases)
+    for name, (_, _, reason) in cases.items():
+        assert reason in reasons[name], (name, reasons[name])
+    _, change = decode(ready[0].value or b"", dict(ready[0].headers), READINESS.models)
+    assert isinstance(change, Readiness) and (change.cluster, change.ready) == ("c9", True)
+    _, metrics = await _get(monitor_process.metrics_port, "/metrics")  # type: ignore[attr-defined]
+    counted = sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("rollout_dead_letters_total{") and HEARTBEATS.name in line
+    )
+    assert counted == len(cases)
+    assert monitor_process.poll() is None, "the monitor stopped"
+
+
+async def _read_all(bootstrap: str, topic: str, *, want: int, timeout_s: float = 60.0) -> list:  # type: ignore[type-arg]
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_bytes=4 << 20
+    )
+    await consumer.start()
+    found = []
+    try:
+        async with asyncio.timeout(timeout_s):
+            while len(found) < want:
+                for batch in (await consumer.getmany(timeout_ms=300)).values():
+                    found.extend(batch)
+    finally:
+        await consumer.stop()
+    return found

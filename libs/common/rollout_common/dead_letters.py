@@ -1,4 +1,4 @@
-"""What every service puts on a dead letter (BUS-4): the record unchanged, plus `dlq_*` headers.
+"""What every service puts on a dead letter (BUS-4): the record, plus `dlq_*` headers.
 
 - `dlq_reason`: why (the decoder's message); `dlq_topic`, `dlq_partition`, `dlq_offset`: where
   it was read; `dlq_source`: which service sent it there.
@@ -47,4 +47,19 @@ def dead_letter_headers(record: Record, *, reason: str, source: str) -> dict[str
     return headers
 
 
-__all__ = ["REASON_KINDS", "dead_letter_headers", "reason_kind"]
+# A record near the broker's size limit plus our headers would not fit on the dead-letter topic:
+# such values are cut to their start, and `dlq_truncated` says how long they were.
+MAX_DEAD_LETTER_VALUE = 512 * 1024
+KEPT_OF_A_LARGE_VALUE = 64 * 1024
+
+
+def dead_letter(record: Record, *, reason: str, source: str) -> tuple[bytes, dict[str, bytes]]:
+    """The value and headers to publish on the dead-letter topic for this record."""
+    headers = dead_letter_headers(record, reason=reason, source=source)
+    if len(record.value) <= MAX_DEAD_LETTER_VALUE:
+        return record.value, headers
+    headers["dlq_truncated"] = str(len(record.value)).encode()
+    return record.value[:KEPT_OF_A_LARGE_VALUE], headers
+
+
+__all__ = ["REASON_KINDS", "dead_letter", "dead_letter_headers", "reason_kind"]

@@ -26,7 +26,7 @@ import faust
 
 from rollout_adapters.faust_credentials import broker_credentials
 from rollout_adapters.memory_bus import kafka_partition
-from rollout_common.dead_letters import dead_letter_headers
+from rollout_common.dead_letters import dead_letter
 from rollout_common.envelope import decode, encode
 from rollout_common.errors import InvalidInputError
 from rollout_common.events import Readiness
@@ -192,8 +192,8 @@ class HealthMonitor:
     async def _dead_letter(self, record: Record, *, reason: str) -> None:
         source = f"rollout-health/{self.app.conf.id}"
         self.metrics.dead_letters.record(record, reason=reason, source=source)
-        headers = dead_letter_headers(record, reason=reason, source=source)
-        await self.outbox.send(self.dead_letter_topic, key=record.key, value=record.value, headers=headers)
+        value, headers = dead_letter(record, reason=reason, source=source)
+        await self.outbox.send(self.dead_letter_topic, key=record.key, value=value, headers=headers)
 
 
 def _header_map(headers: Any) -> dict[str, bytes]:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rollout_common import envelope
 from rollout_common.commands import Command, StageAdvance, WakeAt
-from rollout_common.dead_letters import dead_letter_headers
+from rollout_common.dead_letters import dead_letter
 from rollout_common.ports import Record
 from rollout_common.topics.catalog import DEAD_LETTER, PROGRESS, STAGE_ADVANCE, TopicDef
 
@@ -50,9 +50,9 @@ class Outbox:
 
     def add_dead_letter(self, record: Record, reason: str) -> None:
         """BUS-4: the original value and key, its headers, and where it came from and why."""
-        headers = dead_letter_headers(record, reason=reason, source=self._source)
+        value, headers = dead_letter(record, reason=reason, source=self._source)
         self.messages.append(
-            OutboxMessage(topic=self._prefix + DEAD_LETTER.name, key=record.key, value=record.value, headers=headers)
+            OutboxMessage(topic=self._prefix + DEAD_LETTER.name, key=record.key, value=value, headers=headers)
         )
 
     def _add(self, topic: TopicDef, command: Command, *, event_id: str) -> None:
