@@ -48,7 +48,7 @@ redis: venv  ## run a real redis-server until Ctrl-C; prints REDIS_URL=redis://h
 infra-fetch: venv  ## fetch the Kafka broker's jars with Maven, once per machine (~/.cache/rollout)
 	$(PY) -m rollout_devenv kafka fetch
 
-bench: venv  ## engine and whole-rollout benchmarks; writes docs/benchmarks.md (`$(PY) -m bench.run --quick` for a smoke run)
+bench: venv  ## engine, Kafka, latency, executor-scaling and whole-rollout benchmarks; writes docs/benchmarks.md (~12 min)
 	$(PY) -m bench.run
 
 ## nightly fault injection: the chaos test with more seeds and faults (CI runs 10 seeds x 2 faults
@@ -61,3 +61,8 @@ chaos: venv infra-fetch  ## SIGKILLs, broker and Redis restarts during real roll
 	ROLLOUT_CHAOS_SEEDS=$(CHAOS_SEEDS) ROLLOUT_CHAOS_FAULTS=$(CHAOS_FAULTS) ROLLOUT_CHAOS_REPORT=$(CHAOS_REPORT) \
 		$(BIN)/pytest -q tests/chaos; status=$$?; \
 		$(PY) tests/chaos/render_report.py $(CHAOS_REPORT) docs/reliability.md; exit $$status
+
+SOAK_SECONDS ?= 600
+.PHONY: soak
+soak: venv infra-fetch  ## the readiness soak at 100,000 clusters for SOAK_SECONDS (CI runs 60 s)
+	ROLLOUT_SOAK_SECONDS=$(SOAK_SECONDS) ROLLOUT_SOAK_REPORT=soak-report.json $(BIN)/pytest -q -s tests/load

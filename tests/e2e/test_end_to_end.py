@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
-import yaml
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from e2e_system import Pace, apply_fleet, publish_release, start_system, wait_for_fleet
 from service_processes import ServiceProcesses
 
-from rollout_common.topics.catalog import PROGRESS, RELEASE_TARGETS, STAGE_ADVANCE, UPGRADE_RESULTS
+from rollout_common.topics.catalog import PROGRESS, STAGE_ADVANCE, UPGRADE_RESULTS
 from rollout_planner.simulation.runner import simulate
 from rollout_planner.simulation.scenario import Scenario
 
@@ -38,6 +35,7 @@ TIME_SCALE = 3600.0  # engine seconds per wall second: each 2 h soak takes 2 s
 COMPLETE_TIMEOUT_S = 120.0
 
 Message = ConsumerRecord[bytes, bytes]
+PACE = Pace(time_scale=TIME_SCALE, upgrade_s=1.0, max_concurrent=5, ready_after_s=0.5)
 
 
 def scenario_document() -> dict[str, Any]:
@@ -75,138 +73,6 @@ def predicted_completions() -> dict[tuple[str, str], str]:
     }
     report = simulate(Scenario.model_validate(document))
     return {(t["stage"], t["track"]): t["version"] for t in report.transitions if t["state"] == "COMPLETE"}
-
-
-@pytest.fixture
-def prefix(topic_prefix: str) -> str:
-    return topic_prefix + "."
-
-
-@pytest.fixture
-def services(tmp_path: Path, kafka_bootstrap: str, redis_url: str, prefix: str) -> Iterator[ServiceProcesses]:
-    processes = ServiceProcesses(
-        log_dir=tmp_path,
-        base_env={
-            "ROLLOUT_KAFKA_BOOTSTRAP": kafka_bootstrap,
-            "ROLLOUT_REDIS_URL": redis_url,
-            "ROLLOUT_TOPIC_PREFIX": prefix,
-            "ROLLOUT_LOG_LEVEL": "INFO",
-        },
-    )
-    try:
-        yield processes
-    finally:
-        processes.stop_all()
-
-
-def apply_fleet(tmp_path: Path, prefix: str, kafka_bootstrap: str, redis_url: str) -> None:
-    path = tmp_path / "fleet.yaml"
-    path.write_text(yaml.safe_dump(scenario_document()))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rollout_cli.main",
-            "apply",
-            str(path),
-            "--bootstrap",
-            kafka_bootstrap,
-            "--redis",
-            redis_url,
-            "--topic-prefix",
-            prefix,
-            "--namespace",
-            prefix,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-
-
-def start_system(services: ServiceProcesses, prefix: str) -> None:
-    services.start(
-        "planner",
-        ["rollout_planner.service"],
-        {
-            "ROLLOUT_REDIS_NAMESPACE": prefix,
-            "ROLLOUT_TIME_SCALE": str(TIME_SCALE),
-            "ROLLOUT_HTTP_PORT": "0",
-            "ROLLOUT_POLL_TIMEOUT_S": "0.2",
-        },
-    )
-    for number in range(2):
-        services.start(
-            f"executor-{number}",
-            ["rollout_executor"],
-            {
-                "ROLLOUT_EXECUTOR_ID": f"executor-{number}",
-                "ROLLOUT_GROUP_ID": f"{prefix}executors",
-                "ROLLOUT_REDIS_NAMESPACE": f"{prefix}executors",
-                "ROLLOUT_DRIVER": "simulated",
-                "ROLLOUT_SIMULATED__DURATIONS_S": json.dumps({"controlPlane": 1.0, "nodes": 1.0}),
-                "ROLLOUT_MAX_CONCURRENT_UPGRADES": "5",
-                "ROLLOUT_LEASE_S": "3",
-                "ROLLOUT_METRICS_PORT": "0",
-            },
-        )
-    services.start(
-        "reporter",
-        ["rollout_health", "reporter"],
-        {
-            "ROLLOUT_CLUSTERS": json.dumps(cluster_names()),
-            "ROLLOUT_PROBE_INTERVAL_S": "0.2",
-            "ROLLOUT_HEARTBEAT_INTERVAL_S": "2",
-            "ROLLOUT_SIMULATED__READY_AFTER_S": "0.5",
-        },
-    )
-    services.start(
-        "monitor",
-        ["rollout_health", "monitor"],
-        {
-            "ROLLOUT_STALENESS_LIMIT_S": "60",
-            "ROLLOUT_CHECK_INTERVAL_S": "1",
-        },
-    )
-
-
-async def wait_for_fleet(redis_url: str, prefix: str, services: ServiceProcesses) -> None:
-    """The planner has taken in the whole inventory (what `rollout status` would show)."""
-    client = aioredis.Redis.from_url(redis_url)
-    try:
-        async with asyncio.timeout(60):
-            while True:
-                assert not services.exited(), f"exited: {services.exited()}\n{services.log_tail('planner')}"
-                raw = await client.get(f"{prefix}:status")
-                if raw is not None and json.loads(raw)["clusters"] == len(cluster_names()):
-                    return
-                await asyncio.sleep(0.2)
-    finally:
-        await client.aclose()
-
-
-async def publish_release(kafka_bootstrap: str, prefix: str) -> None:
-    """As a platform team would, with its own client and the documented headers."""
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True)
-    await producer.start()
-    try:
-        body = {"eventId": "rel-e2e", "channel": "regular", "targets": {"1.30": NEW}}
-        await producer.send_and_wait(
-            prefix + RELEASE_TARGETS.name,
-            json.dumps(body).encode(),
-            key=b"regular",
-            headers=[
-                ("ce_specversion", b"1.0"),
-                ("ce_id", b"rel-e2e"),
-                ("ce_source", b"platform-team"),
-                ("ce_type", b"io.rollout.release_target.v1"),
-                ("content-type", b"application/json"),
-            ],
-        )
-    finally:
-        await producer.stop()
 
 
 async def read_until(
@@ -341,10 +207,12 @@ def assert_each_cluster_upgraded_once(results: list[tuple[str, dict[str, Any]]],
 async def test_a_release_rolls_through_three_stages_of_sixty_clusters(
     tmp_path: Path, kafka_bootstrap: str, redis_url: str, prefix: str, services: ServiceProcesses
 ) -> None:
-    apply_fleet(tmp_path, prefix, kafka_bootstrap, redis_url)
-    start_system(services, prefix)
-    await wait_for_fleet(redis_url, prefix, services)
-    await publish_release(kafka_bootstrap, prefix)
+    apply_fleet(
+        scenario_document(), tmp_path=tmp_path, prefix=prefix, kafka_bootstrap=kafka_bootstrap, redis_url=redis_url
+    )
+    start_system(services, prefix=prefix, clusters=cluster_names(), pace=PACE)
+    await wait_for_fleet(redis_url, prefix, services, clusters=len(cluster_names()))
+    await publish_release(kafka_bootstrap, prefix, event_id="rel-e2e", targets={"1.30": NEW})
 
     seen = await wait_for_completion(kafka_bootstrap, prefix, services)
 
@@ -357,10 +225,12 @@ async def test_a_release_rolls_through_three_stages_of_sixty_clusters(
 async def test_an_executor_killed_mid_batch_loses_no_cluster_and_repeats_none(
     tmp_path: Path, kafka_bootstrap: str, redis_url: str, prefix: str, services: ServiceProcesses
 ) -> None:
-    apply_fleet(tmp_path, prefix, kafka_bootstrap, redis_url)
-    start_system(services, prefix)
-    await wait_for_fleet(redis_url, prefix, services)
-    await publish_release(kafka_bootstrap, prefix)
+    apply_fleet(
+        scenario_document(), tmp_path=tmp_path, prefix=prefix, kafka_bootstrap=kafka_bootstrap, redis_url=redis_url
+    )
+    start_system(services, prefix=prefix, clusters=cluster_names(), pace=PACE)
+    await wait_for_fleet(redis_url, prefix, services, clusters=len(cluster_names()))
+    await publish_release(kafka_bootstrap, prefix, event_id="rel-e2e", targets={"1.30": NEW})
 
     started_seen: list[int] = []
 

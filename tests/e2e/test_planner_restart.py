@@ -20,21 +20,19 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-import yaml
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from e2e_system import Pace, apply_fleet, publish_release, start_system, wait_for_fleet
 from service_processes import ServiceProcesses
 
-from rollout_common.topics.catalog import PROGRESS, RELEASE_TARGETS, STAGE_ADVANCE, UPGRADE_RESULTS
+from rollout_common.topics.catalog import PROGRESS, STAGE_ADVANCE, UPGRADE_RESULTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -53,6 +51,7 @@ DOWN_S = 1.0  # how long the planner stays dead
 COMPLETE_TIMEOUT_S = 120.0
 
 Message = ConsumerRecord[bytes, bytes]
+PACE = Pace(time_scale=TIME_SCALE, upgrade_s=0.5, max_concurrent=2, ready_after_s=0.3)
 
 
 def scenario_document() -> dict[str, Any]:
@@ -86,98 +85,6 @@ def wanted() -> set[tuple[str, str]]:
     return {(name, track) for name in cluster_names() for track in ("controlPlane", "nodes")}
 
 
-@pytest.fixture
-def prefix(topic_prefix: str) -> str:
-    return topic_prefix + "."
-
-
-@pytest.fixture
-def services(tmp_path: Path, kafka_bootstrap: str, redis_url: str, prefix: str) -> Iterator[ServiceProcesses]:
-    processes = ServiceProcesses(
-        log_dir=tmp_path,
-        base_env={
-            "ROLLOUT_KAFKA_BOOTSTRAP": kafka_bootstrap,
-            "ROLLOUT_REDIS_URL": redis_url,
-            "ROLLOUT_TOPIC_PREFIX": prefix,
-            "ROLLOUT_LOG_LEVEL": "INFO",
-        },
-    )
-    try:
-        yield processes
-    finally:
-        processes.stop_all()
-
-
-def apply_fleet(tmp_path: Path, prefix: str, kafka_bootstrap: str, redis_url: str) -> None:
-    path = tmp_path / "fleet.yaml"
-    path.write_text(yaml.safe_dump(scenario_document()))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rollout_cli.main",
-            "apply",
-            str(path),
-            "--bootstrap",
-            kafka_bootstrap,
-            "--redis",
-            redis_url,
-            "--topic-prefix",
-            prefix,
-            "--namespace",
-            prefix,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-
-
-def start_system(services: ServiceProcesses, prefix: str) -> None:
-    services.start(
-        "planner",
-        ["rollout_planner.service"],
-        {
-            "ROLLOUT_REDIS_NAMESPACE": prefix,
-            "ROLLOUT_TIME_SCALE": str(TIME_SCALE),
-            "ROLLOUT_HTTP_PORT": "0",
-            "ROLLOUT_POLL_TIMEOUT_S": "0.2",
-        },
-    )
-    for number in range(2):
-        services.start(
-            f"executor-{number}",
-            ["rollout_executor"],
-            {
-                "ROLLOUT_EXECUTOR_ID": f"executor-{number}",
-                "ROLLOUT_GROUP_ID": f"{prefix}executors",
-                "ROLLOUT_REDIS_NAMESPACE": f"{prefix}executors",
-                "ROLLOUT_DRIVER": "simulated",
-                "ROLLOUT_SIMULATED__DURATIONS_S": json.dumps({"controlPlane": 0.5, "nodes": 0.5}),
-                "ROLLOUT_MAX_CONCURRENT_UPGRADES": "2",
-                "ROLLOUT_LEASE_S": "3",
-                "ROLLOUT_METRICS_PORT": "0",
-            },
-        )
-    services.start(
-        "reporter",
-        ["rollout_health", "reporter"],
-        {
-            "ROLLOUT_CLUSTERS": json.dumps(cluster_names()),
-            "ROLLOUT_PROBE_INTERVAL_S": "0.2",
-            "ROLLOUT_HEARTBEAT_INTERVAL_S": "2",
-            "ROLLOUT_SIMULATED__READY_AFTER_S": "0.3",
-        },
-    )
-    services.start(
-        "monitor",
-        ["rollout_health", "monitor"],
-        {"ROLLOUT_STALENESS_LIMIT_S": "60", "ROLLOUT_CHECK_INTERVAL_S": "1"},
-    )
-
-
 async def redis_json(redis_url: str, key: str) -> Any:
     client = aioredis.Redis.from_url(redis_url)
     try:
@@ -185,37 +92,6 @@ async def redis_json(redis_url: str, key: str) -> Any:
     finally:
         await client.aclose()
     return None if raw is None else json.loads(raw)
-
-
-async def wait_for_fleet(redis_url: str, prefix: str, services: ServiceProcesses) -> None:
-    async with asyncio.timeout(60):
-        while True:
-            assert not services.exited(), f"exited: {services.exited()}\n{services.log_tail('planner')}"
-            status = await redis_json(redis_url, f"{prefix}:status")
-            if status is not None and status["clusters"] == len(cluster_names()):
-                return
-            await asyncio.sleep(0.2)
-
-
-async def publish_release(kafka_bootstrap: str, prefix: str) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True)
-    await producer.start()
-    try:
-        body = {"eventId": "rel-restart", "channel": "regular", "targets": {"1.30": NEW}}
-        await producer.send_and_wait(
-            prefix + RELEASE_TARGETS.name,
-            json.dumps(body).encode(),
-            key=b"regular",
-            headers=[
-                ("ce_specversion", b"1.0"),
-                ("ce_id", b"rel-restart"),
-                ("ce_source", b"platform-team"),
-                ("ce_type", b"io.rollout.release_target.v1"),
-                ("content-type", b"application/json"),
-            ],
-        )
-    finally:
-        await producer.stop()
 
 
 async def read_until(
@@ -326,10 +202,12 @@ def assert_upgraded_once(records: list[Message]) -> None:
 async def test_planner_killed_during_a_soak_resumes_and_ends_the_soak_on_time(
     tmp_path: Path, kafka_bootstrap: str, redis_url: str, prefix: str, services: ServiceProcesses
 ) -> None:
-    apply_fleet(tmp_path, prefix, kafka_bootstrap, redis_url)
-    start_system(services, prefix)
-    await wait_for_fleet(redis_url, prefix, services)
-    await publish_release(kafka_bootstrap, prefix)
+    apply_fleet(
+        scenario_document(), tmp_path=tmp_path, prefix=prefix, kafka_bootstrap=kafka_bootstrap, redis_url=redis_url
+    )
+    start_system(services, prefix=prefix, clusters=cluster_names(), pace=PACE)
+    await wait_for_fleet(redis_url, prefix, services, clusters=len(cluster_names()))
+    await publish_release(kafka_bootstrap, prefix, event_id="rel-restart", targets={"1.30": NEW})
     progress_topic = prefix + PROGRESS.name
 
     try:

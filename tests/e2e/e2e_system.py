@@ -1,0 +1,120 @@
+"""Setting up the whole system for an end-to-end test: fleet applied with the CLI, services
+started as processes, a release published by an outside producer with the documented headers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+import yaml
+from aiokafka import AIOKafkaProducer
+from service_processes import ServiceProcesses
+
+from rollout_common.topics.catalog import RELEASE_TARGETS
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How fast the simulated world runs: the planner's time scale and the services' timings."""
+
+    time_scale: float
+    upgrade_s: float
+    max_concurrent: int
+    ready_after_s: float
+
+
+def apply_fleet(document: dict[str, Any], *, tmp_path: Path, prefix: str, kafka_bootstrap: str, redis_url: str) -> None:
+    """`rollout apply` of a scenario document, as an operator would."""
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(document))
+    command = [sys.executable, "-m", "rollout_cli.main", "apply", str(path), "--bootstrap", kafka_bootstrap]
+    command += ["--redis", redis_url, "--topic-prefix", prefix, "--namespace", prefix]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def start_system(services: ServiceProcesses, *, prefix: str, clusters: list[str], pace: Pace) -> None:
+    """The planner, two executors, a health reporter and the health monitor, as processes."""
+    services.start(
+        "planner",
+        ["rollout_planner.service"],
+        {
+            "ROLLOUT_REDIS_NAMESPACE": prefix,
+            "ROLLOUT_TIME_SCALE": str(pace.time_scale),
+            "ROLLOUT_HTTP_PORT": "0",
+            "ROLLOUT_POLL_TIMEOUT_S": "0.2",
+        },
+    )
+    for number in range(2):
+        services.start(
+            f"executor-{number}",
+            ["rollout_executor"],
+            {
+                "ROLLOUT_EXECUTOR_ID": f"executor-{number}",
+                "ROLLOUT_GROUP_ID": f"{prefix}executors",
+                "ROLLOUT_REDIS_NAMESPACE": f"{prefix}executors",
+                "ROLLOUT_DRIVER": "simulated",
+                "ROLLOUT_SIMULATED__DURATIONS_S": json.dumps({"controlPlane": pace.upgrade_s, "nodes": pace.upgrade_s}),
+                "ROLLOUT_MAX_CONCURRENT_UPGRADES": str(pace.max_concurrent),
+                "ROLLOUT_LEASE_S": "3",
+                "ROLLOUT_METRICS_PORT": "0",
+            },
+        )
+    services.start(
+        "reporter",
+        ["rollout_health", "reporter"],
+        {
+            "ROLLOUT_CLUSTERS": json.dumps(clusters),
+            "ROLLOUT_PROBE_INTERVAL_S": "0.2",
+            "ROLLOUT_HEARTBEAT_INTERVAL_S": "2",
+            "ROLLOUT_SIMULATED__READY_AFTER_S": str(pace.ready_after_s),
+        },
+    )
+    services.start(
+        "monitor",
+        ["rollout_health", "monitor"],
+        {"ROLLOUT_STALENESS_LIMIT_S": "60", "ROLLOUT_CHECK_INTERVAL_S": "1"},
+    )
+
+
+async def wait_for_fleet(redis_url: str, prefix: str, services: ServiceProcesses, *, clusters: int) -> None:
+    """The planner has taken in the whole inventory (what `rollout status` would show)."""
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        async with asyncio.timeout(60):
+            while True:
+                assert not services.exited(), f"exited: {services.exited()}\n{services.log_tail('planner')}"
+                raw = await client.get(f"{prefix}:status")
+                if raw is not None and json.loads(raw)["clusters"] == clusters:
+                    return
+                await asyncio.sleep(0.2)
+    finally:
+        await client.aclose()
+
+
+async def publish_release(kafka_bootstrap: str, prefix: str, *, event_id: str, targets: dict[str, str]) -> None:
+    """As a platform team would, with its own client and the documented headers."""
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True)
+    await producer.start()
+    try:
+        body = {"eventId": event_id, "channel": "regular", "targets": targets}
+        await producer.send_and_wait(
+            prefix + RELEASE_TARGETS.name,
+            json.dumps(body).encode(),
+            key=b"regular",
+            headers=[
+                ("ce_specversion", b"1.0"),
+                ("ce_id", event_id.encode()),
+                ("ce_source", b"platform-team"),
+                ("ce_type", b"io.rollout.release_target.v1"),
+                ("content-type", b"application/json"),
+            ],
+        )
+    finally:
+        await producer.stop()
