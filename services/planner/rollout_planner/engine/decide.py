@@ -119,14 +119,12 @@ def _fire_timers(state: EngineState) -> None:
     while state.timers and state.timers[0].at <= state.now:
         timer = heapq.heappop(state.timers)
         if timer.kind == "cluster":
-            name, track = timer.key
-            cluster = state.clusters.get(str(name))
-            if cluster is not None and cluster.waiting_until[int(track)] is not None:  # type: ignore[call-overload]
-                cluster.waiting_until = put(cluster.waiting_until, int(track), None)  # type: ignore[call-overload]
-                enqueue(state, cluster, int(track))  # type: ignore[call-overload]
+            cluster = state.clusters.get(timer.ref)
+            if cluster is not None and cluster.waiting_until[timer.track] is not None:
+                cluster.waiting_until = put(cluster.waiting_until, timer.track, None)
+                enqueue(state, cluster, timer.track)
             continue
-        stage_index, track, rollout_id = timer.key
-        run = state.stages[int(stage_index)].runs[int(track)].get(str(rollout_id))  # type: ignore[call-overload]
+        run = state.stages[timer.stage].runs[timer.track].get(timer.ref)
         if run is None:
             continue
         if timer.kind == "soak":

@@ -230,7 +230,7 @@ def _can_start(state: EngineState, cluster: ClusterRec, track: int, version: Ver
     cluster.waiting_until = put(cluster.waiting_until, track, until)
     state.window_blocked.append((until, cluster.name))
     if opens is not None:
-        state.add_timer(opens, "cluster", cluster.name, track)
+        state.add_cluster_timer(opens, name=cluster.name, track=track)
     return False
 
 

@@ -139,7 +139,9 @@ def _start(state: EngineState, run: Run) -> None:
         set_state(state, run, StageState.PAUSED, StageReason.USER)
     else:
         set_state(state, run, StageState.IN_PROGRESS, StageReason.VERSION_ARRIVED)
-    state.add_timer(state.now + MAX_UPGRADE_TIME, "deadline", run.stage, run.track, run.rollout_id)
+    state.add_run_timer(
+        state.now + MAX_UPGRADE_TIME, "deadline", stage=run.stage, track=run.track, rollout_id=run.rollout_id
+    )
 
 
 def _newer(state: EngineState, rollout_id: str | None, *, than: str) -> bool:
@@ -210,7 +212,7 @@ def start_soak(state: EngineState, run: Run, *, forced: bool) -> None:
     if run.soak_end <= state.now:
         complete(state, run)
     else:
-        state.add_timer(run.soak_end, "soak", run.stage, run.track, run.rollout_id)
+        state.add_run_timer(run.soak_end, "soak", stage=run.stage, track=run.track, rollout_id=run.rollout_id)
 
 
 def complete(state: EngineState, run: Run) -> None:

@@ -233,8 +233,10 @@ class Timer:
 
     at: float
     rank: tuple[int, int] = (0, 0)
-    kind: str = field(default="", compare=False)
-    key: tuple[object, ...] = field(default=(), compare=False)
+    kind: str = field(default="", compare=False)  # "soak", "deadline" (a run's) or "cluster" (a window)
+    track: int = field(default=0, compare=False)
+    ref: str = field(default="", compare=False)  # the run's rollout id, or the cluster's name
+    stage: int = field(default=-1, compare=False)
 
 
 class EngineState:
@@ -257,9 +259,12 @@ class EngineState:
         # clusters the current dispatch pass found outside their window: (opens at, name), for WIN-4
         self.window_blocked: list[tuple[float, str]] = []
 
-    def add_timer(self, at: float, kind: str, *key: object) -> None:
-        rank = (int(key[0]), int(key[1])) if kind != "cluster" else (len(self.stages), 0)  # type: ignore[call-overload]
-        heapq.heappush(self.timers, Timer(at, rank, kind, key))
+    def add_run_timer(self, at: float, kind: str, *, stage: int, track: int, rollout_id: str) -> None:
+        heapq.heappush(self.timers, Timer(at, (stage, track), kind, track, rollout_id, stage))
+
+    def add_cluster_timer(self, at: float, *, name: str, track: int) -> None:
+        # after every run timer of the same instant: windows open once stages have moved on
+        heapq.heappush(self.timers, Timer(at, (len(self.stages), 0), "cluster", track, name))
 
     def emit(self, command: Command) -> None:
         self.out.append(command)

@@ -7,7 +7,7 @@ from rollout_common.events import OperatorCommand
 from rollout_common.status import RolloutState, StageReason, StageState
 from rollout_common.version import VersionError, parse_version
 from rollout_planner.engine.lifecycle import complete, set_state, soak_seconds, update_rollout
-from rollout_planner.engine.model import TRACK_INDEXES, EngineState, RolloutRec
+from rollout_planner.engine.model import TRACK_INDEXES, EngineState, RolloutRec, Run
 from rollout_planner.engine.targets import retarget
 
 
@@ -49,7 +49,7 @@ def _targets(state: EngineState, rollout_id: str | None) -> list[RolloutRec] | s
     return [rollout]
 
 
-def _runs_of(state: EngineState, rollout_id: str) -> list:  # type: ignore[type-arg]
+def _runs_of(state: EngineState, rollout_id: str) -> list[Run]:
     return [s.runs[t][rollout_id] for s in state.stages for t in TRACK_INDEXES if rollout_id in s.runs[t]]
 
 
@@ -111,7 +111,9 @@ def _soak_override(state: EngineState, command: OperatorCommand) -> str | None:
                 if run.soak_end <= state.now:
                     complete(state, run)
                 else:
-                    state.add_timer(run.soak_end, "soak", run.stage, run.track, run.rollout_id)
+                    state.add_run_timer(
+                        run.soak_end, "soak", stage=run.stage, track=run.track, rollout_id=run.rollout_id
+                    )
                     set_state(state, run, run.state, StageReason.ALL_UPGRADED, detail="soak override applied")
     for rollout_id in list(state.rollouts):
         update_rollout(state, rollout_id)

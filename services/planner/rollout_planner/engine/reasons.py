@@ -50,9 +50,11 @@ def _message(rule: str, partition: str | None, numbers: dict[str, object]) -> st
             f"{numbers['maxUnavailable']}; the next batch waits until fewer are unavailable (GATE-1)"
         )
     if rule == WaitRule.GATE_3_MAX_UNAVAILABLE_PARTITIONS.value:
+        listed = numbers.get("partitions", [])
+        held = ", ".join(map(str, listed)) if isinstance(listed, list) else ""
         return (
             f"{numbers['notReadyPartitions']} earlier partition(s) NotReady "
-            f"({', '.join(map(str, numbers['partitions']))}) > maxUnavailablePartitions "  # type: ignore[call-overload]
+            f"({held}) > maxUnavailablePartitions "
             f"{numbers['maxUnavailablePartitions']}; partition {partition} and later ones wait (GATE-3)"
         )
     if rule == WaitRule.GATE_6_MAX_CONCURRENT.value:

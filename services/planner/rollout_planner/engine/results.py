@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from rollout_common.commands import Notice, StageTransition
+from rollout_common.commands import Notice
 from rollout_common.events import Readiness, UpgradeResult
 from rollout_common.quantity import resolve
-from rollout_common.status import TRACKS, StageReason, StageState
+from rollout_common.status import StageReason, StageState
 from rollout_common.version import parse_version
 from rollout_planner.engine.lifecycle import set_state
 from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, put
@@ -106,4 +106,4 @@ def apply_readiness(state: EngineState, event: Readiness) -> None:
     refresh(state, cluster)
 
 
-__all__ = ["TRACKS", "StageTransition", "apply_readiness", "apply_result"]
+__all__ = ["apply_readiness", "apply_result"]

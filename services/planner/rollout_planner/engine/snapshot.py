@@ -17,7 +17,7 @@ from rollout_common.version import Version, parse_minor, parse_version
 from rollout_planner.engine.inventory import rebuild_stage
 from rollout_planner.engine.model import NO_PAIR, ClusterRec, EngineState, Offer, PartitionRec, RolloutRec, Run, put
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: timers name their stage, track and reference as fields
 
 
 def _v(version: Version | None) -> str | None:
@@ -37,7 +37,7 @@ def dump(state: EngineState) -> bytes:
         "requestedWake": state.requested_wake,
         "seen": sorted(state.seen_events),
         "soakOverrides": [[s, v, d] for (s, v), d in state.soak_overrides.items()],
-        "timers": [[t.at, t.kind, list(t.key)] for t in state.timers],
+        "timers": [[t.at, t.kind, t.stage, t.track, t.ref] for t in state.timers],
         "rollouts": [_rollout(r) for r in state.rollouts.values()],
         "clusters": [_cluster(c) for c in state.clusters.values()],
         "stages": [_stage(s) for s in state.stages],
@@ -128,8 +128,11 @@ def load(data: bytes) -> EngineState:
     state.seen_events = set(doc["seen"])
     state.soak_overrides = {(s, v): d for s, v, d in doc["soakOverrides"]}
     state.timers = []
-    for at, kind, key in doc["timers"]:
-        state.add_timer(at, kind, *key)
+    for at, kind, stage, track, ref in doc["timers"]:
+        if kind == "cluster":
+            state.add_cluster_timer(at, name=ref, track=track)
+        else:
+            state.add_run_timer(at, kind, stage=stage, track=track, rollout_id=ref)
     for raw in doc["rollouts"]:
         state.rollouts[raw["id"]] = _load_rollout(raw)
     for raw in doc["clusters"]:

@@ -59,7 +59,8 @@ def enqueue(state: EngineState, cluster: ClusterRec, track: int) -> None:
         return
     if track == NODES and cluster.versions[CP] < version:
         return  # SOAK-1: queued when the control plane gets there
-    if cluster.waiting_until[track] is not None and cluster.waiting_until[track] > state.now:  # type: ignore[operator]
+    until = cluster.waiting_until[track]
+    if until is not None and until > state.now:
         return
     assert cluster.stage is not None and cluster.partition is not None
     state.stages[cluster.stage].partitions[cluster.partition].push(track, version, cluster.name)

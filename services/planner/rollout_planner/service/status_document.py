@@ -87,11 +87,10 @@ def next_wake_up(state: EngineState) -> dict[str, Any] | None:
         return None
     timer = min(live)
     if timer.kind == "cluster":
-        name, track = timer.key
-        why = f"the maintenance window of {name} ({TRACKS[int(track)].value}) opens"  # type: ignore[call-overload]
+        why = f"the maintenance window of {timer.ref} ({TRACKS[timer.track].value}) opens"
     else:
-        stage_index, track, rollout_id = timer.key
-        where = f"{state.stages[int(stage_index)].spec.name}/{TRACKS[int(track)].value}"  # type: ignore[call-overload]
+        rollout_id = timer.ref
+        where = f"{state.stages[timer.stage].spec.name}/{TRACKS[timer.track].value}"
         if timer.kind == "soak":
             why = f"the soak of {where} ends (rollout {rollout_id})"
         else:
@@ -101,11 +100,9 @@ def next_wake_up(state: EngineState) -> dict[str, Any] | None:
 
 def _live(state: EngineState, timer: Timer) -> bool:
     if timer.kind == "cluster":
-        name, track = timer.key
-        cluster = state.clusters.get(str(name))
-        return cluster is not None and cluster.waiting_until[int(track)] is not None  # type: ignore[call-overload]
-    stage_index, track, rollout_id = timer.key
-    run = state.stages[int(stage_index)].runs[int(track)].get(str(rollout_id))  # type: ignore[call-overload]
+        cluster = state.clusters.get(timer.ref)
+        return cluster is not None and cluster.waiting_until[timer.track] is not None
+    run = state.stages[timer.stage].runs[timer.track].get(timer.ref)
     if run is None:
         return False
     if timer.kind == "soak":
