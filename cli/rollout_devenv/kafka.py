@@ -22,13 +22,13 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, NoReturn
 
 from rollout_devenv._java import find_java, find_maven, java_home
 from rollout_devenv._proc import (
     LOOPBACK,
     DevenvError,
+    LocalServer,
     free_port,
     log_tail,
     port_open,
@@ -308,7 +308,7 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-class KafkaBroker:
+class KafkaBroker(LocalServer):
     """One broker process on loopback, with its data in `data_dir`.
 
     Restarting it (`restart()`, or `stop()` then `start()`) keeps the data dir and the ports, so
@@ -484,28 +484,3 @@ class KafkaBroker:
         raise DevenvError(
             f"Kafka {self.version} did not start: {why}; see {self.log_path}", detail=log_tail(self.log_path)
         )
-
-    def stop(self, *, remove_data: bool = False) -> None:
-        """Stop the broker (SIGTERM, then SIGKILL after 15 s); `remove_data` also deletes a data
-        dir that this object created."""
-        if self._proc is not None:
-            stop_process(self._proc)
-            self._proc = None
-        # Only now: a Ctrl-C that cut the stop short leaves the exit hook to finish it.
-        atexit.unregister(self.stop)
-        if remove_data and self._owns_data_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def restart(self) -> None:
-        """Stop and start again on the same data dir and ports."""
-        self.stop()
-        self.start()
-
-    def __enter__(self) -> KafkaBroker:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop(remove_data=True)

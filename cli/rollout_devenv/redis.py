@@ -9,9 +9,16 @@ import socket
 import subprocess
 import tempfile
 from pathlib import Path
-from types import TracebackType
 
-from rollout_devenv._proc import LOOPBACK, DevenvError, free_port, log_tail, spawn, stop_process, wait_until
+from rollout_devenv._proc import (
+    LOOPBACK,
+    DevenvError,
+    LocalServer,
+    free_port,
+    log_tail,
+    spawn,
+    wait_until,
+)
 
 DEFAULT_START_TIMEOUT_S = 20.0
 
@@ -50,7 +57,7 @@ def redis_answers_ping(port: int, *, password: str | None = None, user: str | No
     return False
 
 
-class RedisServer:
+class RedisServer(LocalServer):
     """One `redis-server` with its files in `data_dir`.
 
     By default it keeps nothing on disk (`--save "" --appendonly no`). With `aof=True` every write
@@ -163,28 +170,3 @@ class RedisServer:
             why = f"it exited with code {proc.returncode}" if proc.poll() is not None else "no answer to PING"
             self.stop()
             raise DevenvError(f"redis-server did not start: {why}; see {self.log_path}", detail=log_tail(self.log_path))
-
-    def stop(self, *, remove_data: bool = False) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after 15 s); `remove_data` also deletes a data
-        dir that this object created."""
-        if self._proc is not None:
-            stop_process(self._proc)
-            self._proc = None
-        # Only now: a Ctrl-C that cut the stop short leaves the exit hook to finish it.
-        atexit.unregister(self.stop)
-        if remove_data and self._owns_data_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def restart(self) -> None:
-        """Stop and start again on the same data dir and port."""
-        self.stop()
-        self.start()
-
-    def __enter__(self) -> RedisServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop(remove_data=True)
