@@ -158,10 +158,11 @@ async def test_heartbeats_become_readiness_changes_and_silence_becomes_stale(
     heartbeats_topic = f"{prefix}{HEARTBEATS.name}"
     assert f'rollout_dead_letters_total{{reason_kind="bad_headers",topic="{heartbeats_topic}"}} 1.0' in metrics
     assert "rollout_health_stale_marks_total 1.0" in metrics
-    assert [c for c in changes if c[0] == "c2"] == [
-        ("c2", True, "reported ready"),
-        ("c2", False, "stale: no heartbeat for 6 s"),
-    ]
+    # stale after at least the 6 s limit; how much later depends on the timer's tick and the load
+    [(c2_up, *_), (c2_down, stale_reason)] = [(c[1], c[2]) for c in changes if c[0] == "c2"]
+    assert (c2_up, c2_down) == (True, False)
+    silent_s = int(str(stale_reason).removeprefix("stale: no heartbeat for ").removesuffix(" s"))
+    assert 6 <= silent_s <= 9, stale_reason
     assert letter.value == b"not an event"
     assert dict(letter.headers)["dlq_reason"].startswith(b"missing CloudEvents header")
     monitor_process.send_signal(signal.SIGTERM)
