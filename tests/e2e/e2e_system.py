@@ -7,16 +7,19 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
 import yaml
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from service_processes import ServiceProcesses
 
 from rollout_common.topics.catalog import RELEASE_TARGETS
+
+Message = ConsumerRecord[bytes, bytes]
 
 
 @dataclass(frozen=True)
@@ -118,3 +121,31 @@ async def publish_release(kafka_bootstrap: str, prefix: str, *, event_id: str, t
         )
     finally:
         await producer.stop()
+
+
+async def read_until(
+    kafka_bootstrap: str,
+    topic: str,
+    partitions: int,
+    done: Callable[[list[Message]], bool],
+    *,
+    timeout_s: float,
+    on_poll: Callable[[list[Message]], None] | None = None,
+) -> list[Message]:
+    """Every record of `topic` from the beginning, read until `done` holds."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    records: list[Message] = []
+    try:
+        assigned = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(assigned)
+        await consumer.seek_to_beginning(*assigned)
+        async with asyncio.timeout(timeout_s):
+            while not done(records):
+                for batch in (await consumer.getmany(timeout_ms=200)).values():
+                    records.extend(batch)
+                if on_poll is not None:
+                    on_poll(records)
+        return records
+    finally:
+        await consumer.stop()

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
-from e2e_system import Pace, apply_fleet, publish_release, start_system, wait_for_fleet
+from e2e_system import Message, Pace, apply_fleet, publish_release, read_until, start_system, wait_for_fleet
 from service_processes import ServiceProcesses
 
 from rollout_common.topics.catalog import PROGRESS, STAGE_ADVANCE, UPGRADE_RESULTS
@@ -34,7 +33,6 @@ PER_STAGE = 20
 TIME_SCALE = 3600.0  # engine seconds per wall second: each 2 h soak takes 2 s
 COMPLETE_TIMEOUT_S = 120.0
 
-Message = ConsumerRecord[bytes, bytes]
 PACE = Pace(time_scale=TIME_SCALE, upgrade_s=1.0, max_concurrent=5, ready_after_s=0.5)
 
 
@@ -73,33 +71,6 @@ def predicted_completions() -> dict[tuple[str, str], str]:
     }
     report = simulate(Scenario.model_validate(document))
     return {(t["stage"], t["track"]): t["version"] for t in report.transitions if t["state"] == "COMPLETE"}
-
-
-async def read_until(
-    kafka_bootstrap: str,
-    topic: str,
-    partitions: int,
-    done: Callable[[list[Message]], bool],
-    *,
-    timeout_s: float,
-    on_poll: Callable[[list[Message]], None] | None = None,
-) -> list[Message]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    records: list[Message] = []
-    try:
-        assigned = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(assigned)
-        await consumer.seek_to_beginning(*assigned)
-        async with asyncio.timeout(timeout_s):
-            while not done(records):
-                for batch in (await consumer.getmany(timeout_ms=200)).values():
-                    records.extend(batch)
-                if on_poll is not None:
-                    on_poll(records)
-        return records
-    finally:
-        await consumer.stop()
 
 
 def completions(records: list[Message]) -> dict[tuple[str, str], str]:

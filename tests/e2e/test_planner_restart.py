@@ -28,8 +28,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
-from e2e_system import Pace, apply_fleet, publish_release, start_system, wait_for_fleet
+from e2e_system import Message, Pace, apply_fleet, publish_release, read_until, start_system, wait_for_fleet
 from service_processes import ServiceProcesses
 
 from rollout_common.topics.catalog import PROGRESS, STAGE_ADVANCE, UPGRADE_RESULTS
@@ -50,7 +49,6 @@ LATE_TOLERANCE_S = 0.5 * TIME_SCALE
 DOWN_S = 1.0  # how long the planner stays dead
 COMPLETE_TIMEOUT_S = 120.0
 
-Message = ConsumerRecord[bytes, bytes]
 PACE = Pace(time_scale=TIME_SCALE, upgrade_s=0.5, max_concurrent=2, ready_after_s=0.3)
 
 
@@ -92,34 +90,6 @@ async def redis_json(redis_url: str, key: str) -> Any:
     finally:
         await client.aclose()
     return None if raw is None else json.loads(raw)
-
-
-async def read_until(
-    kafka_bootstrap: str,
-    topic: str,
-    partitions: int,
-    done: Callable[[list[Message]], bool],
-    *,
-    timeout_s: float,
-    on_poll: Callable[[list[Message]], None] | None = None,
-) -> list[Message]:
-    """Every record of `topic` from the beginning, read until `done` holds."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    records: list[Message] = []
-    try:
-        assigned = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(assigned)
-        await consumer.seek_to_beginning(*assigned)
-        async with asyncio.timeout(timeout_s):
-            while not done(records):
-                for batch in (await consumer.getmany(timeout_ms=200)).values():
-                    records.extend(batch)
-                if on_poll is not None:
-                    on_poll(records)
-        return records
-    finally:
-        await consumer.stop()
 
 
 def body(record: Message) -> dict[str, Any]:
