@@ -62,6 +62,26 @@ def test_validate_missing_file_is_one_line(tmp_path: Path, capsys: pytest.Captur
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("\t", "line 1, column 1: found character '\\t' that cannot start any token"),
+        ("a: [1, 2\nb: 3\n", "line 2, column 2: expected ',' or ']', but got ':'"),
+    ],
+)
+def test_validate_bad_yaml_is_one_problem_with_its_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, problem: str
+) -> None:
+    """The parser's own text runs over several lines and quotes the line, which can be blank."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    assert main(["validate", str(path)]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"{path}: 1 problem(s)",
+        f"  - {path}: not valid YAML: {problem}",
+    ]
+
+
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_plan_works_on_every_scenario(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", str(path), "--json"]) == 0

@@ -210,13 +210,22 @@ class ScenarioError(ValueError):
     """A scenario that cannot be read; the text lists every problem with its field."""
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """The parser's complaint on one line, with where it is; its multi-line text quotes the
+    offending line, which can be blank (a tab, say) and read as an empty problem."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem or exc.context}"
+    return " ".join(str(exc).split())
+
+
 def load_scenario(path: Path) -> Scenario:
     try:
         raw = yaml.safe_load(path.read_text())
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: not valid YAML: {exc}") from exc
+        raise ScenarioError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from exc
     if not isinstance(raw, dict):
         raise ScenarioError(f"{path}: expected a mapping at the top level")
     raw.setdefault("name", path.stem)  # a plain sequence-and-fleet file needs no scenario name
