@@ -1,0 +1,545 @@
+"""Every command the README and docs/ show is run by a test.
+
+This module follows docs/operations.md from top to bottom like a person at a terminal would, and
+runs each command it shows, then the operator commands of docs/troubleshooting.md: the embedded
+demo; the local broker and Redis of `make kafka` / `make redis` with the four services started by
+the page's own lines; the Docker Compose file; backups, offsets, status, metrics, dead letters.
+Commands shown elsewhere are run by the tests named in `ELSEWHERE`, and
+`test_every_shown_command_is_run` fails for a new command nobody runs.
+
+What cannot exist on a machine without a container engine or a Kubernetes cluster is replaced,
+and only that: `docker compose` by `ComposeStandIn` (each service a local process made from the
+Compose file's own command, environment and healthcheck), `docker run IMAGE CMD` by CMD in this
+checkout's venv, `/opt/kafka/bin/*.sh` by the same Kafka tools from the broker's jars,
+`kubectl apply -k` by `kubectl kustomize` (the render `apply` would send), and `kubectl
+port-forward` by the executor's own port. Fixed addresses on the page (localhost:9094, :6379,
+:8080, :9464, the 127.0.0.1:9092 `make` prints on a quiet machine) become this run's ports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import redis
+from compose_standin import ComposeStandIn
+from kafka_tools import in_tools, install_tools
+from shown_commands import REPO, shown_commands
+
+from rollout_devenv._proc import free_port
+
+pytestmark = pytest.mark.integration
+
+VENV_BIN = Path(sys.executable).parent
+COMPOSE = "docker compose -f deploy/compose/compose.yaml"
+RELEASE = "1.31.13-gke.1023000"
+
+_README_TEST = "tests/docs/test_readme_commands.py"
+# Shown commands other tests run, and which.
+ELSEWHERE = {
+    "README.md: make test": "the whole suite: .ci/run runs exactly this",
+    "README.md: rollout demo --no-live": "this module, as shown on docs/operations.md",
+    "README.md: rollout validate tests/scenarios/gate1-25-mu5.yaml": _README_TEST,
+    "README.md: rollout plan ../shared/conformance/cases/fleet-200-10pct-mup1.yaml": _README_TEST,
+    "README.md: rollout simulate ../shared/conformance/cases/gke-bank-soak.yaml": _README_TEST,
+    "README.md: rollout simulate ../shared/conformance/cases/gke-bank-soak.yaml --json": _README_TEST,
+    "docs/events.md: "
+    + " ".join(
+        [
+            """echo '{"eventId": "rel-1", "channel": "regular", "targets": {"1.30": "1.31.13-gke.1023000"}}' |""",
+            "kcat -P -b localhost:9092 -t rollout.release-targets -k regular",
+            "-H ce_specversion=1.0 -H ce_id=rel-1 -H ce_source=platform-team",
+            "-H ce_type=io.rollout.release_target.v1 -H content-type=application/json",
+        ]
+    ): "tests/e2e/test_kcat.py (with the real kcat)",
+    "docs/reliability.md: .venv/bin/pytest tests/chaos": "the suite runs tests/chaos with these defaults",
+}
+
+
+@dataclass
+class Ran:
+    shown: str
+    ran: str
+    returncode: int
+    out: str
+    err: str
+
+
+@dataclass
+class Terminal:
+    """A person's shell following the page: its working directory and what `export` set."""
+
+    cwd: Path
+    env: dict[str, str]
+    addresses: dict[str, str] = field(default_factory=dict)
+    ran: dict[str, Ran] = field(default_factory=dict)
+    background: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    started: dict[str, tuple[str, subprocess.Popen[bytes], Path]] = field(default_factory=dict)
+
+    def translate(self, text: str) -> str:
+        for shown, here in self.addresses.items():
+            text = text.replace(shown, here)
+        return text
+
+    def record(self, shown: str, ran: str, done: subprocess.CompletedProcess[str]) -> Ran:
+        result = Ran(shown, ran, done.returncode, done.stdout, done.stderr)
+        self.ran[shown] = result
+        return result
+
+    def run(
+        self, shown: str, *, ran: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> Ran:
+        """Run the shown command (or its stand-in `ran`) in bash; record what came of it."""
+        command = ran if ran is not None else self.translate(_text(shown))
+        done = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command],
+            cwd=cwd or self.cwd,
+            env=env or self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        return self.record(shown, command, done)
+
+    def start(self, shown: str, *, extra_env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+        """A long-running command, as in a terminal of its own."""
+        command = self.translate(_text(shown))
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                ["bash", "-c", "exec " + command if "=" not in command.split()[0] else command],
+                cwd=self.cwd,
+                env=self.env | extra_env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.background.append(process)
+        self.started[shown] = (command, process, log)
+        return process
+
+    def record_started(self) -> None:
+        """A service line succeeded if its process is still serving at the end of the walk."""
+        for shown, (command, process, log) in self.started.items():
+            tail = log.read_text(errors="replace")[-3000:]
+            if (code := process.poll()) is None:
+                self.ran[shown] = Ran(shown, command, 0, "still running", tail)
+            else:
+                self.ran[shown] = Ran(shown, command, code, "", tail)
+
+    def stop_all(self) -> None:
+        for process in reversed(self.background):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.background:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(5)
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+def _text(shown: str) -> str:
+    """The command of a "page: command" key."""
+    return shown.split(": ", 1)[1]
+
+
+def _shown(page: str) -> dict[str, str]:
+    """The commands shown on `page`, by text."""
+    return {s.text: str(s) for s in shown_commands() if s.page == page}
+
+
+def _announce(process: subprocess.Popen[str], prefix: str, *, timeout_s: float = 120) -> str:
+    """The value of the `PREFIX=value` line a `make kafka` / `make redis` prints once ready."""
+    assert process.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if selector.select(timeout=1.0):
+            line = process.stdout.readline()
+            if line.startswith(prefix + "="):
+                return line.strip().split("=", 1)[1]
+            if not line and process.poll() is not None:
+                break
+    raise AssertionError(f"no {prefix}= line within {timeout_s:g} s (exit {process.poll()})")
+
+
+def _until(predicate: Callable[[], bool], *, what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.3)
+
+
+def _status(url: str) -> dict[str, object]:
+    client = redis.Redis.from_url(url)
+    try:
+        raw = client.get("rollout:status")
+    finally:
+        client.close()
+    return json.loads(raw) if raw else {}
+
+
+def _rollout_states(url: str) -> list[str]:
+    return [str(r["state"]) for r in _status(url).get("rollouts", [])]  # type: ignore[union-attr]
+
+
+def _answers(port: int, path: str) -> bool:
+    return subprocess.run(["curl", "-sf", f"http://127.0.0.1:{port}{path}"], capture_output=True).returncode == 0
+
+
+# -- the page's sections ------------------------------------------------------------------------
+
+
+@dataclass
+class _Job:
+    shown: str
+    command: str
+    process: subprocess.Popen[str]
+    out: Path
+    err: Path
+
+
+def _start_job(term: Terminal, shown: str, *, cwd: Path, files: Path) -> _Job:
+    """A command that takes a while on its own (the paced demo): it runs while the walk goes on."""
+    command = _text(shown)
+    out, err = files / f"{len(term.ran)}-{len(command)}.out", files / f"{len(term.ran)}-{len(command)}.err"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        process = subprocess.Popen(
+            ["bash", "-o", "pipefail", "-c", command], cwd=cwd, env=term.env, stdout=stdout, stderr=stderr, text=True
+        )
+    return _Job(shown, command, process, out, err)
+
+
+def _finish_job(term: Terminal, job: _Job) -> None:
+    job.process.wait(180)
+    done = subprocess.CompletedProcess([], job.process.returncode, job.out.read_text(), job.err.read_text())
+    term.record(job.shown, job.command, done)
+
+
+def _one_process(term: Terminal, shown: dict[str, str], files: Path) -> list[_Job]:
+    """The paced demos run in the background (about 40 s each, mostly waiting); the rest waits not for them."""
+    jobs = [
+        _start_job(term, shown["make demo"], cwd=REPO, files=files),
+        _start_job(term, shown["rollout demo --no-live"], cwd=term.cwd, files=files),
+    ]
+    term.run(shown["rollout demo --scenario tests/scenarios/gate1-25-mu5.yaml --json"])
+    return jobs
+
+
+def _local_services(term: Terminal, shown: dict[str, str], logs: Path) -> str:
+    """`make kafka`, `make redis`, the exported addresses, the four services, apply and release."""
+    infra = {}
+    for target, prefix in (("kafka", "KAFKA_BOOTSTRAP"), ("redis", "REDIS_URL")):
+        process = subprocess.Popen(
+            ["make", "-s", target], cwd=REPO, env=term.env, stdout=subprocess.PIPE, text=True, start_new_session=True
+        )
+        term.background.append(process)  # type: ignore[arg-type]
+        infra[prefix] = _announce(process, prefix)
+        term.ran[shown[f"make {target}"]] = Ran(shown[f"make {target}"], f"make -s {target}", 0, f"{prefix}=...", "")
+    export = shown["export ROLLOUT_KAFKA_BOOTSTRAP=127.0.0.1:9092 ROLLOUT_REDIS_URL=redis://127.0.0.1:6379/0"]
+    term.addresses |= {"127.0.0.1:9092": infra["KAFKA_BOOTSTRAP"], "redis://127.0.0.1:6379/0": infra["REDIS_URL"]}
+    # `export` changes the terminal itself: bash prints the result, the terminal keeps it.
+    printed = term.run(export, ran=term.translate(_text(export)) + " && env | grep ^ROLLOUT_")
+    term.env |= dict(line.split("=", 1) for line in printed.out.splitlines())
+    # 8080 and 9464 may be taken on a test machine; the compose stack below uses its own too.
+    planner_port, executor_port = free_port(), free_port()
+    ports = {
+        "python -m rollout_planner.service": {"ROLLOUT_HTTP_PORT": str(planner_port)},
+        "python -m rollout_executor": {"ROLLOUT_METRICS_PORT": str(executor_port)},
+    }
+    for text in (
+        "python -m rollout_planner.service",
+        "python -m rollout_executor",
+        """ROLLOUT_CLUSTERS='["c-01","c-02"]' python -m rollout_health reporter""",
+        "python -m rollout_health monitor",
+    ):
+        term.start(shown[text], extra_env=ports.get(text, {}), log=logs / f"{text.split()[-1]}.log")
+    # The planner is ready once it has a sequence to plan with: alive is all it can be before `apply`.
+    _until(lambda: _answers(planner_port, "/healthz") and _answers(executor_port, "/readyz"), what="the services")
+    term.run(shown["rollout apply tests/scenarios/gate1-25-mu5.yaml"])
+    term.run(shown[f"rollout release --channel regular --target 1.30={RELEASE}"])
+    _until(lambda: _rollout_states(infra["REDIS_URL"]) == ["RUNNING"], what="the released rollout in the status")
+    term.run(shown["rollout status"])
+    return infra["REDIS_URL"]
+
+
+def _compose(term: Terminal, shown: dict[str, str], compose: ComposeStandIn) -> None:
+    up = shown[f"{COMPOSE} up --build -d"]
+    compose.up()
+    term.ran[up] = Ran(up, "ComposeStandIn.up()", 0, "", "")
+    term.addresses |= compose.host_addresses()
+    # Something for the dead-letter section to find: a release target that is not JSON.
+    subprocess.run(
+        ["kcat", "-P", "-b", compose.bootstrap, "-t", "rollout.release-targets", "-k", "regular"],
+        input=b"not json\n",
+        check=True,
+        timeout=30,
+    )
+    redis_host = "--redis redis://localhost:6379/0"
+    term.run(shown[f"rollout apply tests/scenarios/gate1-25-mu5.yaml --bootstrap localhost:9094 {redis_host}"])
+    compose.wait_healthy()  # `up -d` does not wait; the planner's healthcheck passes once it has the sequence
+    term.run(shown[f"rollout status --bootstrap localhost:9094 {redis_host}"])
+    in_planner = shown[f"{COMPOSE} exec planner rollout status"]
+    term.run(in_planner, ran="rollout status", env=term.env | compose.exec_env("planner"))
+    for overlay in ("deploy/k8s", "deploy/k8s/hpa"):
+        term.run(shown[f"kubectl apply -k {overlay}"], ran=f"kubectl kustomize {overlay}")
+    scale = shown[f"{COMPOSE} up -d --scale executor=4"]
+    compose.scale("executor", 4)
+    term.ran[scale] = Ran(scale, "ComposeStandIn.scale('executor', 4)", 0, "", "")
+
+
+def _upgrade_and_backup(term: Terminal, shown: dict[str, str], compose: ComposeStandIn) -> None:
+    snapshot = "redis-cli -u redis://localhost:6379/0 GET rollout:planner/snapshot | "
+    snapshot += """python -c 'import json, sys; print(json.load(sys.stdin)["format"])'"""
+    term.run(shown[snapshot])
+    new_image = "python -c 'from rollout_planner.engine.snapshot import FORMAT_VERSION; print(FORMAT_VERSION)'"
+    term.run(shown[f"docker run --rm rollout:NEW {new_image}"], ran=new_image)
+    term.run(shown["redis-cli -u redis://localhost:6379/0 BGSAVE"])
+    lastsave = shown["redis-cli -u redis://localhost:6379/0 LASTSAVE"]
+    _until(lambda: (compose.redis_dir / "dump.rdb").is_file(), what="the BGSAVE dump")
+    term.run(lastsave)
+    copy = shown[f"{COMPOSE} cp redis:/data/dump.rdb ./rollout-redis.rdb"]
+    compose.copy_out("redis:/data/dump.rdb", term.cwd / "rollout-redis.rdb")
+    term.ran[copy] = Ran(copy, "ComposeStandIn.copy_out", 0, "", "")
+    checkpoint = "redis-cli -u redis://localhost:6379/0 GET rollout:planner/checkpoint | "
+    checkpoint += """python -c 'import json, sys; print(json.load(sys.stdin)["offsets"])'"""
+    term.run(shown[checkpoint])
+    # "reset the group, one partition at a time, with the planner stopped"
+    compose.stop("planner")
+    reset = (
+        f"{COMPOSE} exec kafka /opt/kafka/bin/kafka-consumer-groups.sh --bootstrap-server kafka:9092 "
+        "--group rollout-planner --reset-offsets --topic rollout.release-targets:0 --to-offset 42 --execute"
+    )
+    inner = reset.removeprefix(f"{COMPOSE} exec kafka ")
+    term.run(shown[reset], ran=in_tools(compose.in_container(inner), compose.tools_bin))
+    compose.start("planner")
+    term.addresses |= compose.host_addresses()  # the restarted planner listens on a new port
+
+
+def _status_block(term: Terminal, shown: dict[str, str], status_url: str) -> None:
+    for text in ("rollout status --stage prod", "rollout status --json", "rollout demo --status-at 9h10m"):
+        term.run(shown[text])
+    term.run(shown["rollout watch --plain --from-beginning --count 20"])
+    # `rollout watch` runs until Ctrl-C: it watches while the troubleshooting page's operator
+    # commands pause and resume the rollout, then Ctrl-C is pressed.
+    watch = shown["rollout watch"]
+    process = subprocess.Popen(
+        ["rollout", "watch"], cwd=term.cwd, env=term.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(4)  # joined and at the topic's end
+    _troubleshooting(term, status_url)
+    time.sleep(2)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    pressed = subprocess.CompletedProcess([], process.returncode, out, err)
+    term.record(watch, "rollout watch, Ctrl-C after the troubleshooting commands", pressed)
+
+
+def _metrics_and_dead_letters(term: Terminal, shown: dict[str, str], compose: ComposeStandIn) -> None:
+    term.run(shown["curl -s localhost:8080/metrics | grep '^rollout_'"])
+    forward = shown["kubectl -n rollout port-forward deploy/rollout-executor 9464 &"]
+    term.ran[forward] = Ran(forward, "(the executor's port is local already)", 0, "", "")
+    term.run(shown["curl -s localhost:9464/metrics | grep '^rollout_'"])
+    consume = (
+        f"{COMPOSE} exec kafka /opt/kafka/bin/kafka-console-consumer.sh --bootstrap-server kafka:9092 "
+        "--topic rollout.dead-letter --from-beginning --property print.headers=true --property print.key=true "
+        "--timeout-ms 5000"
+    )
+    inner = consume.removeprefix(f"{COMPOSE} exec kafka ")
+    term.run(shown[consume], ran=in_tools(compose.in_container(inner), compose.tools_bin))
+
+
+def _troubleshooting(term: Terminal, status_url: str) -> None:
+    shown = _shown("docs/troubleshooting.md")
+    subprocess.run(["rollout", "pause"], cwd=term.cwd, env=term.env, check=True, capture_output=True)
+    _until(lambda: _rollout_states(status_url) == ["PAUSED"], what="the paused rollout")
+    term.run(shown["rollout resume"])
+    _until(lambda: _rollout_states(status_url) == ["RUNNING"], what="the resumed rollout")
+    term.run(shown[f"rollout soak --stage prod --version {RELEASE} --soak 0d"])
+
+
+_SEED_2 = "tests/chaos/test_fault_injection.py::test_a_rollout_survives_a_seeded_fault_schedule[2]"
+
+
+def _reliability(term: Terminal) -> None:
+    """Running the chaos test from within the suite would run it twice; what these lines select is checked."""
+    shown = _shown("docs/reliability.md")
+    one_seed = f"ROLLOUT_CHAOS_SEEDS=3 .venv/bin/pytest '{_SEED_2}'"
+    term.run(shown[one_seed], ran=one_seed + " --collect-only -q -p no:cacheprovider", cwd=REPO)
+    term.run(shown["make chaos"], ran="make -n chaos", cwd=REPO)
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Terminal]:
+    home = tmp_path_factory.mktemp("terminal")
+    for name in ("tests", "deploy"):
+        (home / name).symlink_to(REPO / name)
+    logs = tmp_path_factory.mktemp("logs")
+    env = dict(os.environ) | {"PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}"}
+    for name in [k for k in env if k.startswith("ROLLOUT_")]:
+        del env[name]
+    term = Terminal(cwd=home, env=env)
+    compose = ComposeStandIn(
+        REPO / "deploy" / "compose" / "compose.yaml",
+        work=tmp_path_factory.mktemp("compose"),
+        tools_bin=install_tools(tmp_path_factory.mktemp("opt-kafka-bin")),
+        base_env=env,
+    )
+    operations = _shown("docs/operations.md")
+    demos: list[_Job] = []
+    try:
+        demos = _one_process(term, operations, logs)
+        status_url = _local_services(term, operations, logs)
+        _compose(term, operations, compose)
+        _upgrade_and_backup(term, operations, compose)
+        _status_block(term, operations, status_url)
+        _metrics_and_dead_letters(term, operations, compose)
+        _reliability(term)
+        for job in demos:
+            _finish_job(term, job)
+        term.record_started()
+        term.ran["README.md: make demo"] = term.ran[operations["make demo"]]
+        term.run("README.md: . .venv/bin/activate", ran=". .venv/bin/activate && command -v rollout", cwd=REPO)
+        yield term
+    finally:
+        for job in demos:
+            if job.process.poll() is None:
+                job.process.kill()
+                job.process.wait(10)
+        term.stop_all()
+        compose.down()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _ok(walk: Terminal, shown: str) -> Ran:
+    result = walk.ran[shown]
+    assert result.returncode == 0, f"{shown}\nran: {result.ran}\n{result.out[-2000:]}\n{result.err[-3000:]}"
+    return result
+
+
+def test_every_shown_command_is_run(walk: Terminal) -> None:
+    missing = [str(s) for s in shown_commands() if str(s) not in walk.ran and str(s) not in ELSEWHERE]
+    assert missing == []
+    for where in ELSEWHERE.values():
+        path = where.split()[0]
+        assert not path.startswith("tests/") or (REPO / path).is_file(), where
+
+
+def test_every_command_run_here_succeeds(walk: Terminal) -> None:
+    for shown in walk.ran:
+        _ok(walk, shown)
+
+
+@pytest.mark.parametrize("shown", ["README.md: make demo", "docs/operations.md: rollout demo --no-live"])
+def test_the_demo_runs_the_builtin_fleet_to_its_summary(walk: Terminal, shown: str) -> None:
+    """The README's first command; `rollout demo --no-live` (README and operations) is what it runs, in plain lines."""
+    out = _ok(walk, shown).out
+    assert re.search(r"demo: 300 clusters, \d+ batches, .* rollout: demo-1 COMPLETED", out), out[-1000:]
+
+
+def test_the_local_services_start_the_released_rollout(walk: Terminal) -> None:
+    applied = _ok(walk, "docs/operations.md: rollout apply tests/scenarios/gate1-25-mu5.yaml")
+    assert "25 cluster(s) published to the inventory" in applied.out
+    status = _ok(walk, "docs/operations.md: rollout status").out
+    assert "RUNNING" in status and RELEASE in status
+    for service in ("python -m rollout_planner.service", "python -m rollout_health monitor"):
+        assert _ok(walk, f"docs/operations.md: {service}").out == "still running"
+
+
+def test_compose_stack_answers_the_host_cli_and_its_own_containers(walk: Terminal) -> None:
+    on_host = _ok(
+        walk, "docs/operations.md: rollout status --bootstrap localhost:9094 --redis redis://localhost:6379/0"
+    )
+    in_planner = _ok(walk, f"docs/operations.md: {COMPOSE} exec planner rollout status")
+    assert on_host.out == in_planner.out
+
+
+def test_kustomize_renders_what_apply_would_send(walk: Terminal) -> None:
+    full = _ok(walk, "docs/operations.md: kubectl apply -k deploy/k8s").out
+    hpa = _ok(walk, "docs/operations.md: kubectl apply -k deploy/k8s/hpa").out
+    assert "kind: ScaledObject" in full and "kind: ScaledObject" not in hpa
+    assert "kind: HorizontalPodAutoscaler" in hpa
+    # What `kubectl -n rollout port-forward deploy/rollout-executor 9464` needs to exist.
+    assert re.search(r"kind: Deployment\nmetadata:\n(  .*\n)*  name: rollout-executor\n  namespace: rollout\n", full)
+    assert "containerPort: 9464" in full
+
+
+def test_the_stored_snapshot_format_is_the_one_the_image_reads(walk: Terminal) -> None:
+    stored = _ok(walk, f"docs/operations.md: {_snapshot_format_line()}").out.strip()
+    image = _ok(walk, f"docs/operations.md: docker run --rm rollout:NEW {_format_version_line()}").out.strip()
+    assert stored == image == "2"
+
+
+def _snapshot_format_line() -> str:
+    return (
+        "redis-cli -u redis://localhost:6379/0 GET rollout:planner/snapshot | "
+        """python -c 'import json, sys; print(json.load(sys.stdin)["format"])'"""
+    )
+
+
+def _format_version_line() -> str:
+    return "python -c 'from rollout_planner.engine.snapshot import FORMAT_VERSION; print(FORMAT_VERSION)'"
+
+
+def test_backup_and_offsets(walk: Terminal) -> None:
+    assert _ok(walk, "docs/operations.md: redis-cli -u redis://localhost:6379/0 BGSAVE").out.strip() == (
+        "Background saving started"
+    )
+    assert int(_ok(walk, "docs/operations.md: redis-cli -u redis://localhost:6379/0 LASTSAVE").out) > 1_700_000_000
+    assert (walk.cwd / "rollout-redis.rdb").read_bytes().startswith(b"REDIS")
+    offsets = _ok(
+        walk,
+        "docs/operations.md: redis-cli -u redis://localhost:6379/0 GET rollout:planner/checkpoint | "
+        """python -c 'import json, sys; print(json.load(sys.stdin)["offsets"])'""",
+    ).out
+    assert "'rollout.release-targets:0': 1" in offsets, offsets
+    reset = next(r for s, r in walk.ran.items() if "--reset-offsets" in s)
+    assert re.search(r"rollout-planner\s+rollout.release-targets\s+0\s+\d+", reset.out), reset.out
+
+
+def test_status_views(walk: Terminal) -> None:
+    prod = _ok(walk, "docs/operations.md: rollout status --stage prod").out
+    assert "prod" in prod
+    document = json.loads(_ok(walk, "docs/operations.md: rollout status --json").out)
+    assert [r["state"] for r in document["rollouts"]] == ["RUNNING"]
+    plain = _ok(walk, "docs/operations.md: rollout watch --plain --from-beginning --count 20").out.splitlines()
+    assert len(plain) == 20
+    watched = _ok(walk, "docs/operations.md: rollout watch").out
+    assert re.search(r"rollout_transition .*PAUSED", watched) and re.search(r"rollout_transition .*RUNNING", watched)
+    assert "T+9h10m" in _ok(walk, "docs/operations.md: rollout demo --status-at 9h10m").out
+
+
+def test_metrics_and_dead_letters(walk: Terminal) -> None:
+    planner = _ok(walk, "docs/operations.md: curl -s localhost:8080/metrics | grep '^rollout_'").out
+    assert "rollout_planner_dead_letters" in planner
+    executor = _ok(walk, "docs/operations.md: curl -s localhost:9464/metrics | grep '^rollout_'").out
+    assert "rollout_executor_batches" in executor
+    letters = next(r for s, r in walk.ran.items() if "kafka-console-consumer.sh" in s)
+    assert "dlq_reason:" in letters.out and "not json" in letters.out, letters.out
+
+
+def test_troubleshooting_actions(walk: Terminal) -> None:
+    _ok(walk, "docs/troubleshooting.md: rollout resume")
+    _ok(walk, f"docs/troubleshooting.md: rollout soak --stage prod --version {RELEASE} --soak 0d")
+
+
+def test_reliability_lines_select_the_chaos_test(walk: Terminal) -> None:
+    one = _ok(walk, f"docs/reliability.md: ROLLOUT_CHAOS_SEEDS=3 .venv/bin/pytest '{_SEED_2}'").out
+    assert re.findall(r"^tests/chaos/\S+$", one, re.M) == [_SEED_2], one
+    nightly = _ok(walk, "docs/reliability.md: make chaos").out
+    assert "ROLLOUT_CHAOS_SEEDS=50" in nightly and "pytest -q tests/chaos" in nightly
