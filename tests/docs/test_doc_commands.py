@@ -48,14 +48,12 @@ RELEASE = "1.31.13-gke.1023000"
 _README_TEST = "tests/docs/test_readme_commands.py"
 # Shown commands other tests run, and which.
 ELSEWHERE = {
-    "README.md: make test": "the whole suite: .ci/run runs exactly this",
-    "README.md: rollout demo --no-live": "this module, as shown on docs/operations.md",
-    "README.md: rollout validate tests/scenarios/gate1-25-mu5.yaml": _README_TEST,
-    "README.md: rollout plan ../shared/conformance/cases/fleet-200-10pct-mup1.yaml": _README_TEST,
-    "README.md: rollout simulate ../shared/conformance/cases/gke-bank-soak.yaml": _README_TEST,
-    "README.md: rollout simulate ../shared/conformance/cases/gke-bank-soak.yaml --json": _README_TEST,
-    "docs/events.md: "
-    + " ".join(
+    "make test": "the whole suite: .ci/run runs exactly this",
+    "rollout validate tests/scenarios/gate1-25-mu5.yaml": _README_TEST,
+    "rollout plan ../shared/conformance/cases/fleet-200-10pct-mup1.yaml": _README_TEST,
+    "rollout simulate ../shared/conformance/cases/gke-bank-soak.yaml": _README_TEST,
+    "rollout simulate ../shared/conformance/cases/gke-bank-soak.yaml --json": _README_TEST,
+    " ".join(
         [
             """echo '{"eventId": "rel-1", "channel": "regular", "targets": {"1.30": "1.31.13-gke.1023000"}}' |""",
             "kcat -P -b localhost:9092 -t rollout.release-targets -k regular",
@@ -63,7 +61,7 @@ ELSEWHERE = {
             "-H ce_type=io.rollout.release_target.v1 -H content-type=application/json",
         ]
     ): "tests/e2e/test_kcat.py (with the real kcat)",
-    "docs/reliability.md: .venv/bin/pytest tests/chaos": "the suite runs tests/chaos with these defaults",
+    ".venv/bin/pytest tests/chaos": "the suite runs tests/chaos with these defaults",
 }
 
 
@@ -376,12 +374,37 @@ def _troubleshooting(term: Terminal, status_url: str) -> None:
 _SEED_2 = "tests/chaos/test_fault_injection.py::test_a_rollout_survives_a_seeded_fault_schedule[2]"
 
 
-def _reliability(term: Terminal) -> None:
-    """Running the chaos test from within the suite would run it twice; what these lines select is checked."""
-    shown = _shown("docs/reliability.md")
+def _long_runs(term: Terminal) -> None:
+    """The chaos, soak and benchmark runs take 10 minutes to hours, and the suite runs their CI
+    variants itself: what these lines would run is checked instead (`make -n`, `--collect-only`)."""
+    shown = _shown("docs/reliability.md") | _shown("README.md")
     one_seed = f"ROLLOUT_CHAOS_SEEDS=3 .venv/bin/pytest '{_SEED_2}'"
     term.run(shown[one_seed], ran=one_seed + " --collect-only -q -p no:cacheprovider", cwd=REPO)
-    term.run(shown["make chaos"], ran="make -n chaos", cwd=REPO)
+    for target in ("chaos", "soak", "bench"):
+        term.run(shown[f"make {target}"], ran=f"make -n {target}", cwd=REPO)
+
+
+def _events_page(term: Terminal) -> None:
+    """docs/events.md: publish with the CLI while kcat follows the progress topic."""
+    shown = _shown("docs/events.md")
+    term.addresses["localhost:9092"] = term.addresses["127.0.0.1:9092"]
+    follow = shown["kcat -C -b localhost:9092 -t rollout.progress -f '%h %s\\n'"]
+    kcat = subprocess.Popen(
+        ["bash", "-c", "exec " + term.translate(_text(follow))],
+        cwd=term.cwd,
+        env=term.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(2)
+    term.run(shown[f"rollout release --channel regular --target 1.30={RELEASE} --id rel-1"])
+    time.sleep(3)
+    kcat.terminate()
+    out, err = kcat.communicate(timeout=30)
+    # kcat exits with SIGTERM's status; reading is what it was asked to do.
+    followed = subprocess.CompletedProcess([], 0 if out else kcat.returncode, out, err)
+    term.record(follow, "kcat -C ..., stopped after the release", followed)
 
 
 @pytest.fixture(scope="module")
@@ -409,12 +432,12 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Terminal]:
         _upgrade_and_backup(term, operations, compose)
         _status_block(term, operations, status_url)
         _metrics_and_dead_letters(term, operations, compose)
-        _reliability(term)
+        _long_runs(term)
         for job in demos:
             _finish_job(term, job)
         term.record_started()
-        term.ran["README.md: make demo"] = term.ran[operations["make demo"]]
         term.run("README.md: . .venv/bin/activate", ran=". .venv/bin/activate && command -v rollout", cwd=REPO)
+        _events_page(term)
         yield term
     finally:
         for job in demos:
@@ -433,7 +456,9 @@ def _ok(walk: Terminal, shown: str) -> Ran:
 
 
 def test_every_shown_command_is_run(walk: Terminal) -> None:
-    missing = [str(s) for s in shown_commands() if str(s) not in walk.ran and str(s) not in ELSEWHERE]
+    """By this walk or by the test ELSEWHERE names; the same command on two pages is run once."""
+    run_here = {_text(key).removesuffix("&").rstrip() for key in walk.ran}
+    missing = [str(s) for s in shown_commands() if s.command not in run_here and s.command not in ELSEWHERE]
     assert missing == []
     for where in ELSEWHERE.values():
         path = where.split()[0]
@@ -445,7 +470,7 @@ def test_every_command_run_here_succeeds(walk: Terminal) -> None:
         _ok(walk, shown)
 
 
-@pytest.mark.parametrize("shown", ["README.md: make demo", "docs/operations.md: rollout demo --no-live"])
+@pytest.mark.parametrize("shown", ["docs/operations.md: make demo", "docs/operations.md: rollout demo --no-live"])
 def test_the_demo_runs_the_builtin_fleet_to_its_summary(walk: Terminal, shown: str) -> None:
     """The README's first command; `rollout demo --no-live` (README and operations) is what it runs, in plain lines."""
     out = _ok(walk, shown).out
@@ -538,8 +563,16 @@ def test_troubleshooting_actions(walk: Terminal) -> None:
     _ok(walk, f"docs/troubleshooting.md: rollout soak --stage prod --version {RELEASE} --soak 0d")
 
 
-def test_reliability_lines_select_the_chaos_test(walk: Terminal) -> None:
+def test_long_runs_are_what_the_pages_say(walk: Terminal) -> None:
     one = _ok(walk, f"docs/reliability.md: ROLLOUT_CHAOS_SEEDS=3 .venv/bin/pytest '{_SEED_2}'").out
     assert re.findall(r"^tests/chaos/\S+$", one, re.M) == [_SEED_2], one
-    nightly = _ok(walk, "docs/reliability.md: make chaos").out
-    assert "ROLLOUT_CHAOS_SEEDS=50" in nightly and "pytest -q tests/chaos" in nightly
+    made = {_text(key): result.out for key, result in walk.ran.items() if _text(key).startswith("make ")}
+    assert "ROLLOUT_CHAOS_SEEDS=50" in made["make chaos"] and "pytest -q tests/chaos" in made["make chaos"]
+    assert "ROLLOUT_SOAK_SECONDS=600" in made["make soak"]  # "for 10 minutes"
+    assert "python -m bench.run" in made["make bench"]
+
+
+def test_the_cli_release_and_kcat_follow_the_progress_topic(walk: Terminal) -> None:
+    _ok(walk, f"docs/events.md: rollout release --channel regular --target 1.30={RELEASE} --id rel-1")
+    followed = _ok(walk, "docs/events.md: kcat -C -b localhost:9092 -t rollout.progress -f '%h %s\\n'").out
+    assert "ce_type=io.rollout.rollout_transition.v1" in followed, followed[:2000]

@@ -1,4 +1,4 @@
-"""Every `rollout` command the README shows runs and succeeds, and the output it quotes is real."""
+"""Every offline `rollout` command the README shows runs and succeeds, and the output it quotes is real."""
 
 from __future__ import annotations
 
@@ -14,14 +14,20 @@ from rollout_cli.main import main
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 BLOCKS = re.findall(r"```sh\n(.*?)```", README, flags=re.S)
+# The offline commands; those that talk to Kafka and Redis (apply, release, status) are run with
+# the services by tests/docs/test_doc_commands.py.
+OFFLINE = {"demo", "validate", "plan", "simulate"}
 COMMANDS = [
-    line.split("#")[0].strip() for block in BLOCKS for line in block.splitlines() if line.startswith("rollout ")
+    line.split("#")[0].strip()
+    for block in BLOCKS
+    for line in block.splitlines()
+    if line.startswith("rollout ") and line.split()[1] in OFFLINE
 ]
 
 
 def test_the_readme_shows_the_offline_commands() -> None:
     verbs = {shlex.split(c)[1] for c in COMMANDS}
-    assert {"demo", "validate", "plan", "simulate"} <= verbs
+    assert verbs == OFFLINE
 
 
 # The paced demo takes about 40 s of mostly waiting: tests/docs/test_doc_commands.py runs it in
