@@ -334,18 +334,26 @@ def _status_block(term: Terminal, shown: dict[str, str], status_url: str) -> Non
         term.run(shown[text])
     term.run(shown["rollout watch --plain --from-beginning --count 20"])
     # `rollout watch` runs until Ctrl-C: it watches while the troubleshooting page's operator
-    # commands pause and resume the rollout, then Ctrl-C is pressed.
+    # commands pause and resume the rollout, then Ctrl-C is pressed. It starts at the topic's end
+    # once its new consumer group has joined, which takes a moment: pause and resume go again
+    # until it has shown both.
     watch = shown["rollout watch"]
-    process = subprocess.Popen(
-        ["rollout", "watch"], cwd=term.cwd, env=term.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    time.sleep(4)  # joined and at the topic's end
-    _troubleshooting(term, status_url)
-    time.sleep(2)
+    screen, errors = term.cwd / "watch.out", term.cwd / "watch.err"
+    with screen.open("w") as out, errors.open("w") as err:
+        process = subprocess.Popen(["rollout", "watch"], cwd=term.cwd, env=term.env, stdout=out, stderr=err, text=True)
+    for _ in range(4):
+        _troubleshooting(term, status_url)
+        if _WATCHED_PAUSE.search(screen.read_text()) and _WATCHED_RESUME.search(screen.read_text()):
+            break
+    time.sleep(1)
     process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=30)
-    pressed = subprocess.CompletedProcess([], process.returncode, out, err)
+    process.wait(30)
+    pressed = subprocess.CompletedProcess([], process.returncode, screen.read_text(), errors.read_text())
     term.record(watch, "rollout watch, Ctrl-C after the troubleshooting commands", pressed)
+
+
+_WATCHED_PAUSE = re.compile(r"rollout_transition .*PAUSED")
+_WATCHED_RESUME = re.compile(r"rollout_transition .*RUNNING")
 
 
 def _metrics_and_dead_letters(term: Terminal, shown: dict[str, str], compose: ComposeStandIn) -> None:
@@ -369,6 +377,7 @@ def _troubleshooting(term: Terminal, status_url: str) -> None:
     term.run(shown["rollout resume"])
     _until(lambda: _rollout_states(status_url) == ["RUNNING"], what="the resumed rollout")
     term.run(shown[f"rollout soak --stage prod --version {RELEASE} --soak 0d"])
+    time.sleep(0.5)  # the watch prints what the planner publishes, a moment after the status
 
 
 _SEED_2 = "tests/chaos/test_fault_injection.py::test_a_rollout_survives_a_seeded_fault_schedule[2]"
@@ -545,7 +554,7 @@ def test_status_views(walk: Terminal) -> None:
     plain = _ok(walk, "docs/operations.md: rollout watch --plain --from-beginning --count 20").out.splitlines()
     assert len(plain) == 20
     watched = _ok(walk, "docs/operations.md: rollout watch").out
-    assert re.search(r"rollout_transition .*PAUSED", watched) and re.search(r"rollout_transition .*RUNNING", watched)
+    assert _WATCHED_PAUSE.search(watched) and _WATCHED_RESUME.search(watched), watched
     assert "T+9h10m" in _ok(walk, "docs/operations.md: rollout demo --status-at 9h10m").out
 
 
@@ -559,8 +568,11 @@ def test_metrics_and_dead_letters(walk: Terminal) -> None:
 
 
 def test_troubleshooting_actions(walk: Terminal) -> None:
+    """Resume brought the rollout back to RUNNING (the walk waits for it); the planner took the soak override."""
     _ok(walk, "docs/troubleshooting.md: rollout resume")
     _ok(walk, f"docs/troubleshooting.md: rollout soak --stage prod --version {RELEASE} --soak 0d")
+    progress = _ok(walk, "docs/events.md: kcat -C -b localhost:9092 -t rollout.progress -f '%h %s\\n'").out
+    assert re.search(r'"kind":\s*"command_ack".*"accepted":\s*true.*"reason":\s*"soak_override applied"', progress)
 
 
 def test_long_runs_are_what_the_pages_say(walk: Terminal) -> None:
