@@ -1,9 +1,9 @@
 """`docker compose` for deploy/compose/compose.yaml on a machine without a Docker engine.
 
 Each service runs as a local process made from the Compose file itself: the rollout services with
-their `command`, their `environment` (anchors merged, `${VAR:-default}` filled in) and their
-`healthcheck` run to decide when they are up; Redis with its `command`; `kafka-init` with its
-script, Kafka's tools coming from the broker's jars. Only what a container engine provides is
+their `command` and their `environment` (anchors merged, `${VAR:-default}` filled in); Redis with
+its `command`; `kafka-init` with its script, Kafka's tools coming from the broker's jars. Every
+service's own `healthcheck` is what decides that it is up. Only what a container engine provides is
 replaced: the Kafka container by a local broker from the same Apache release, host names
 (`kafka`, `redis`) and fixed ports by local addresses, and the image by this checkout's venv.
 """
@@ -91,6 +91,7 @@ class ComposeStandIn:
         """`up -d`: everything started, in `depends_on` order; like compose, no wait for healthchecks."""
         self.broker = KafkaBroker(data_dir=self.work / "kafka-data")
         self.broker.start()
+        self._kafka_healthcheck()
         self._start_redis()
         self._run_kafka_init()
         for name, service in self.services.items():
@@ -157,12 +158,21 @@ class ComposeStandIn:
         raw = self.services[service].get("environment", {})
         return {key: _VARIABLE.sub(lambda m: os.environ.get(m[1]) or m[2], str(value)) for key, value in raw.items()}
 
+    def _kafka_healthcheck(self) -> None:
+        """The kafka service's own healthcheck, against the local broker (`kafka-init` waits for it)."""
+        kind, command = self.services["kafka"]["healthcheck"]["test"]
+        assert kind == "CMD-SHELL", kind
+        command = command.replace("localhost:9092", self.bootstrap).replace("/opt/kafka/bin/", f"{self.tools_bin}/")
+        self._wait(["bash", "-c", command], what="kafka")
+
     def _start_redis(self) -> None:
         self.redis_dir.mkdir(parents=True, exist_ok=True)
         self.redis_port = free_port()
         command = [*self.services["redis"]["command"], "--port", str(self.redis_port), "--bind", "127.0.0.1"]
         self._others.append(self._spawn("redis-0", command, env=self.base_env, cwd=self.redis_dir))
-        self._wait(["redis-cli", "-p", str(self.redis_port), "ping"], what="redis")
+        # The redis service's healthcheck (`redis-cli ping`), at this server's port.
+        program, *args = self.services["redis"]["healthcheck"]["test"][1:]
+        self._wait([program, "-p", str(self.redis_port), *args], what="redis")
 
     def _run_kafka_init(self) -> None:
         init = self.services["kafka-init"]
