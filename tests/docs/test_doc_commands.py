@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -258,7 +259,8 @@ def _local_services(term: Terminal, shown: dict[str, str], logs: Path) -> str:
     planner_port, executor_port = free_port(), free_port()
     ports = {
         "python -m rollout_planner.service": {"ROLLOUT_HTTP_PORT": str(planner_port)},
-        "python -m rollout_executor": {"ROLLOUT_METRICS_PORT": str(executor_port)},
+        # Its simulated upgrades take minutes; at the end of the walk it need not finish them.
+        "python -m rollout_executor": {"ROLLOUT_METRICS_PORT": str(executor_port), "ROLLOUT_SHUTDOWN_GRACE_S": "1"},
     }
     for text in (
         "python -m rollout_planner.service",
@@ -453,8 +455,10 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Terminal]:
             if job.process.poll() is None:
                 job.process.kill()
                 job.process.wait(10)
-        term.stop_all()
-        compose.down()
+        # The two stacks stop side by side: each broker's shutdown takes seconds.
+        with ThreadPoolExecutor(2) as pool:
+            for stopping in [pool.submit(term.stop_all), pool.submit(compose.down)]:
+                stopping.result()
         shutil.rmtree(home, ignore_errors=True)
 
 
