@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -36,6 +37,7 @@ from rollout_devenv._proc import (
     stop_process,
     wait_until,
 )
+from rollout_devenv.tls import TlsFiles
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KAFKA_DEPLOY_DIR = REPO_ROOT / "deploy" / "kafka"
@@ -197,8 +199,8 @@ def _ports_in(props: Path) -> BrokerPorts | None:
     if not props.is_file():
         return None
     text = props.read_text()
-    # Matches the SASL_PLAINTEXT listener of a secured broker too.
-    broker = re.search(r"PLAINTEXT://[^:,\s]+:(\d+)", text)
+    # Matches the SASL_PLAINTEXT listener of a secured broker and the SSL one of a TLS broker too.
+    broker = re.search(r"(?:PLAINTEXT|SSL)://[^:,\s]+:(\d+)", text)
     controller = re.search(r"CONTROLLER://[^:,\s]+:(\d+)", text)
     if not (broker and controller):
         return None
@@ -284,6 +286,29 @@ def secured_properties(*, ports: BrokerPorts, log_dir: Path, super_user: str, su
     return props
 
 
+def tls_properties(*, ports: BrokerPorts, log_dir: Path, tls: TlsFiles) -> dict[str, str]:
+    """`server_properties` with the client listener on TLS (the broker's own traffic too); the
+    CONTROLLER listener stays PLAINTEXT on loopback, inside the one JVM."""
+    props = server_properties(ports=ports, log_dir=log_dir)
+    props.update(
+        {
+            "listeners": f"SSL://{LOOPBACK}:{ports.broker},CONTROLLER://{LOOPBACK}:{ports.controller}",
+            "advertised.listeners": f"SSL://{LOOPBACK}:{ports.broker}",
+            "listener.security.protocol.map": "SSL:SSL,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "SSL",
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(tls.keystore),
+            "ssl.keystore.password": tls.keystore_password,
+            "ssl.key.password": tls.keystore_password,
+            # The broker reaches itself as a client on this listener: it trusts its own certificate.
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(tls.cert),
+            "ssl.client.auth": "none",
+        }
+    )
+    return props
+
+
 def sasl_client_settings(user: str, password: str) -> dict[str, Any]:
     """aiokafka keyword arguments (also `KafkaBus(security=...)`) to log in as `user`."""
     return {
@@ -320,6 +345,9 @@ class KafkaBroker(LocalServer):
     metadata log when the data dir is formatted (`kafka-storage format --add-scram`), so they
     exist before the first client connects; users added later need a fresh data dir.
     `client_settings(name)` gives the aiokafka arguments to log in as one of them.
+
+    With `tls` (see `rollout_devenv.tls`) the client listener speaks TLS instead (no SASL), and
+    `client_settings()` gives the aiokafka arguments that check the broker against `tls.cert`.
     """
 
     def __init__(
@@ -329,7 +357,11 @@ class KafkaBroker(LocalServer):
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
         sasl_users: Mapping[str, str] | None = None,
         super_user: str = "admin",
+        tls: TlsFiles | None = None,
     ) -> None:
+        if tls is not None and sasl_users:
+            raise DevenvError("a local broker is either secured with SASL users or served over TLS, not both")
+        self.tls = tls
         self.sasl_users = dict(sasl_users or {})
         self.super_user = super_user
         if self.sasl_users:
@@ -359,6 +391,8 @@ class KafkaBroker(LocalServer):
 
     def client_settings(self, user: str | None = None) -> dict[str, Any]:
         """aiokafka keyword arguments to log in as `user` (default: the super user); none for a plain broker."""
+        if self.tls is not None:
+            return {"security_protocol": "SSL", "ssl_context": ssl.create_default_context(cafile=str(self.tls.cert))}
         if not self.secured:
             return {}
         name = user or self.super_user
@@ -450,6 +484,8 @@ class KafkaBroker(LocalServer):
         self.last_start_s = time.monotonic() - started
 
     def _properties(self, ports: BrokerPorts) -> dict[str, str]:
+        if self.tls is not None:
+            return tls_properties(ports=ports, log_dir=self._log_dir, tls=self.tls)
         if not self.secured:
             return server_properties(ports=ports, log_dir=self._log_dir)
         return secured_properties(

@@ -6,6 +6,7 @@ import atexit
 import contextlib
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 from pathlib import Path
@@ -19,6 +20,7 @@ from rollout_devenv._proc import (
     spawn,
     wait_until,
 )
+from rollout_devenv.tls import TlsFiles
 
 DEFAULT_START_TIMEOUT_S = 20.0
 
@@ -36,10 +38,12 @@ def _resp(*parts: str) -> bytes:
     return b"*%d\r\n" % len(encoded) + b"".join(b"$%d\r\n%s\r\n" % (len(e), e) for e in encoded)
 
 
-def redis_answers_ping(port: int, *, password: str | None = None, user: str | None = None) -> bool:
+def redis_answers_ping(
+    port: int, *, password: str | None = None, user: str | None = None, tls: ssl.SSLContext | None = None
+) -> bool:
     """True once the server answers PING (after AUTH when a password is given); while it loads
     its AOF it answers -LOADING instead, and a refused AUTH answers -WRONGPASS."""
-    with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, port), timeout=1.0) as conn:
+    with contextlib.suppress(OSError), _connect(port, tls) as conn:
         expected = b"+PONG\r\n"
         request = _resp("PING")
         if password is not None:
@@ -57,6 +61,17 @@ def redis_answers_ping(port: int, *, password: str | None = None, user: str | No
     return False
 
 
+def _connect(port: int, tls: ssl.SSLContext | None) -> socket.socket:
+    conn = socket.create_connection((LOOPBACK, port), timeout=1.0)
+    if tls is None:
+        return conn
+    try:
+        return tls.wrap_socket(conn, server_hostname=LOOPBACK)
+    except BaseException:
+        conn.close()
+        raise
+
+
 class RedisServer(LocalServer):
     """One `redis-server` with its files in `data_dir`.
 
@@ -68,6 +83,9 @@ class RedisServer(LocalServer):
     (`user NAME on >PASSWORD ~* &* +@all`): clients AUTH with both. The password goes into a
     config file readable by the owner only, never onto the command line (where `ps` shows it),
     and it is not in `repr`. `url` carries no credentials; give them to the client separately.
+
+    With `tls` (see `rollout_devenv.tls`) the server takes TLS connections only, on the same port;
+    `url` is then a `rediss://` one, and clients check the server against `tls.cert`.
     """
 
     def __init__(
@@ -79,6 +97,7 @@ class RedisServer(LocalServer):
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
         password: str | None = None,
         user: str | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         if user is not None and password is None:
             raise DevenvError("a Redis ACL user needs a password")
@@ -86,6 +105,7 @@ class RedisServer(LocalServer):
             raise DevenvError("the Redis user and password may not contain blanks")
         self.password = password
         self.user = user
+        self.tls = tls
         # A data dir made here is ours to delete in `stop(remove_data=True)`; a given one is not.
         self._owns_data_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="rollout-redis-")) if data_dir is None else data_dir
@@ -112,7 +132,23 @@ class RedisServer(LocalServer):
 
     @property
     def url(self) -> str:
-        return f"redis://{LOOPBACK}:{self.port}/0"
+        scheme = "redis" if self.tls is None else "rediss"
+        return f"{scheme}://{LOOPBACK}:{self.port}/0"
+
+    def client_tls(self) -> ssl.SSLContext | None:
+        """What a client checks this server's certificate with; None for a plain server."""
+        return None if self.tls is None else ssl.create_default_context(cafile=str(self.tls.cert))
+
+    def _listener(self) -> list[str]:
+        if self.tls is None:
+            return ["--port", str(self.port)]
+        return [
+            "--port", "0", "--tls-port", str(self.port),
+            "--tls-cert-file", str(self.tls.cert), "--tls-key-file", str(self.tls.key),
+            "--tls-ca-cert-file", str(self.tls.cert),
+            # Clients prove who they are with a password, not a certificate.
+            "--tls-auth-clients", "no",
+        ]  # fmt: skip
 
     def _auth_config(self) -> list[str]:
         """The config file holding the credentials (redis-server reads it as its first argument)."""
@@ -133,8 +169,7 @@ class RedisServer(LocalServer):
         return [
             str(binary),
             *self._auth_config(),
-            "--port",
-            str(self.port),
+            *self._listener(),
             "--bind",
             LOOPBACK,
             "--dir",
@@ -160,10 +195,10 @@ class RedisServer(LocalServer):
         self._proc = spawn(self._command(binary), log_path=self.log_path, cwd=self.data_dir)
         atexit.register(self.stop)
         port = self.port
-        password, user = self.password, self.user
+        password, user, tls = self.password, self.user, self.client_tls()
 
         def answers() -> bool:
-            return redis_answers_ping(port, password=password, user=user)
+            return redis_answers_ping(port, password=password, user=user, tls=tls)
 
         if not wait_until(answers, alive=lambda: self.running, timeout_s=self.start_timeout_s):
             proc = self._proc

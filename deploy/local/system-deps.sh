@@ -3,13 +3,15 @@
 # store, Java 17 and Maven to run Apache Kafka from its Maven Central jars, kcat for the test that
 # publishes the documented kcat example (docs/events.md), curl for the metrics commands of
 # docs/operations.md (tests/docs runs every command the docs show; its `kubectl kustomize` uses the
-# kubectl of the machine image, which Debian does not package). Needs root (apt).
+# kubectl of the machine image, which Debian does not package), openssl for the throwaway
+# certificates of the TLS tests. Needs root (apt).
 set -euo pipefail
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 ls /usr/lib/jvm/java-17-openjdk-*/bin/java >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

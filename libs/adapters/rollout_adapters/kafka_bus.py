@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -116,7 +117,7 @@ _TRANSIENT = (
 
 
 # What the broker answers to a login it refuses. aiokafka 0.14 logs it and then reports only
-# `KafkaConnectionError: Unable to bootstrap`, so the bus asks again itself (`_login_refusal`).
+# `KafkaConnectionError: Unable to bootstrap`, so the bus asks again itself (`_connection_refusal`).
 _LOGIN_REFUSED = (
     kerr.SaslAuthenticationFailed,
     kerr.AuthenticationFailedError,
@@ -254,34 +255,49 @@ class KafkaBus:
     def _uses_sasl(self) -> bool:
         return str(self._security.get("security_protocol", "PLAINTEXT")).startswith("SASL")
 
+    @property
+    def _uses_ssl(self) -> bool:
+        return str(self._security.get("security_protocol", "PLAINTEXT")).endswith("SSL")
+
     async def _start(self, client: Any, doing: str) -> None:
-        """Start an aiokafka client; on failure close it. A failed bootstrap with SASL configured
-        is checked for a refused login, which becomes a PermanentError instead of a retry."""
+        """Start an aiokafka client; on failure close it. A failed bootstrap with SASL or TLS
+        configured is checked for a refused login or a failed TLS handshake, which becomes a
+        PermanentError naming the settings to fix instead of a retry."""
         try:
             await _start(client, doing)
         except TransientError as exc:
-            if not (self._uses_sasl and isinstance(exc.__cause__, kerr.KafkaConnectionError)):
+            if not ((self._uses_sasl or self._uses_ssl) and isinstance(exc.__cause__, kerr.KafkaConnectionError)):
                 raise
-            refusal = await self._login_refusal()
+            refusal = await self._connection_refusal()
             if refusal is None:
                 raise
-            user = self._security.get("sasl_plain_username")
-            mechanism = self._security.get("sasl_mechanism")
-            raise PermanentError(
-                f"kafka: {doing}: the broker refused the SASL login of user {user!r} with {mechanism} "
-                f"({type(refusal).__name__}: {refusal}): check the user name, password and mechanism "
-                "(ROLLOUT_KAFKA_SECURITY__SASL_USERNAME, __SASL_PASSWORD, __SASL_MECHANISM)"
-            ) from refusal
+            raise PermanentError(f"kafka: {doing}: {self._explain(refusal)}") from refusal
 
-    async def _login_refusal(self) -> BaseException | None:
-        """The broker's refusal of this bus's login, from one connection per bootstrap server; None
-        when a server accepts it or none answers (then the failure was something else)."""
+    def _explain(self, refusal: BaseException) -> str:
+        what = f"({type(refusal).__name__}: {refusal})"
+        if isinstance(refusal, ssl.SSLError):
+            return (
+                f"the TLS handshake with {self._bootstrap} failed {what}: check the CA bundle and the host "
+                "name the certificate must carry (ROLLOUT_KAFKA_SECURITY__SSL_CAFILE, __SSL_CHECK_HOSTNAME), "
+                "and that this listener speaks TLS"
+            )
+        user = self._security.get("sasl_plain_username")
+        mechanism = self._security.get("sasl_mechanism")
+        return (
+            f"the broker refused the SASL login of user {user!r} with {mechanism} {what}: check the user "
+            "name, password and mechanism (ROLLOUT_KAFKA_SECURITY__SASL_USERNAME, __SASL_PASSWORD, __SASL_MECHANISM)"
+        )
+
+    async def _connection_refusal(self) -> BaseException | None:
+        """Why this bus cannot connect, from one connection per bootstrap server: the broker's
+        refusal of its login, or the TLS handshake's failure; None when a server accepts it or
+        none answers (then the failure was something else)."""
         for host, port, _ in collect_hosts(self._bootstrap):
             try:
                 conn = await create_conn(
                     host, port, client_id=self._client_id, request_timeout_ms=_PROBE_TIMEOUT_MS, **self._security
                 )
-            except _LOGIN_REFUSED as exc:
+            except (*_LOGIN_REFUSED, ssl.SSLError) as exc:  # SSLError before OSError: it is one
                 refusal: BaseException = exc
                 return refusal
             except (kerr.KafkaError, OSError, TimeoutError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, cast
@@ -21,6 +22,7 @@ _AUTHENTICATION = (
     "authentication failed: check the Redis username and password "
     "(ROLLOUT_REDIS_USERNAME, ROLLOUT_REDIS_PASSWORD, or the URL's)"
 )
+_TLS = "the TLS handshake failed: check the CA bundle (ROLLOUT_REDIS_SSL_CA_CERTS) and the server's name"
 # Logged in, but the ACL user may not run this command or touch this key.
 _AUTHORIZATION = "not authorized: the Redis ACL user lacks a permission this command needs"
 _SCAN_BATCH = 500
@@ -123,6 +125,9 @@ class RedisStore:
                 raise PermanentError(f"redis {command}: {_AUTHENTICATION}: {exc}") from exc
             raise PermanentError(f"redis {command}: {exc}") from exc
         except _TRANSIENT as exc:
+            # A certificate that does not check out is a ConnectionError too; it stays so.
+            if isinstance(exc.__context__, ssl.SSLError):
+                raise PermanentError(f"redis {command}: {_TLS}: {exc}") from exc
             raise TransientError(f"redis {command}: {exc}") from exc
         except rex.RedisError as exc:
             raise PermanentError(f"redis {command}: {exc}") from exc
