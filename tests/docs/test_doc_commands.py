@@ -1,19 +1,22 @@
 """Every command the README and docs/ show is run by a test.
 
 This module follows docs/operations.md from top to bottom like a person at a terminal would, and
-runs each command it shows, then the operator commands of docs/troubleshooting.md: the embedded
-demo; the local broker and Redis of `make kafka` / `make redis` with the four services started by
-the page's own lines; the Docker Compose file; backups, offsets, status, metrics, dead letters.
-Commands shown elsewhere are run by the tests named in `ELSEWHERE`, and
-`test_every_shown_command_is_run` fails for a new command nobody runs.
+runs each command it shows: the embedded demo (in the background, it is paced); the local broker
+and Redis of `make kafka` / `make redis` with the four services started by the page's own lines
+(the README's walkthrough shows the same lines); the Docker Compose file; backups, offsets,
+status, metrics, dead letters. Then the operator actions of docs/troubleshooting.md, the CLI
+release and `kcat -C` of docs/events.md, and what the long `make` targets would run. Commands
+shown elsewhere are run by the tests named in `ELSEWHERE`, and `test_every_shown_command_is_run`
+fails for a new command nobody runs.
 
 What cannot exist on a machine without a container engine or a Kubernetes cluster is replaced,
 and only that: `docker compose` by `ComposeStandIn` (each service a local process made from the
 Compose file's own command, environment and healthcheck), `docker run IMAGE CMD` by CMD in this
 checkout's venv, `/opt/kafka/bin/*.sh` by the same Kafka tools from the broker's jars,
 `kubectl apply -k` by `kubectl kustomize` (the render `apply` would send), and `kubectl
-port-forward` by the executor's own port. Fixed addresses on the page (localhost:9094, :6379,
-:8080, :9464, the 127.0.0.1:9092 `make` prints on a quiet machine) become this run's ports.
+port-forward` by the executor's own port. Fixed addresses on the pages (localhost:9094, :6379,
+:8080, :9464, and the example addresses of the `export` line, which stand for what `make`
+printed) become this run's.
 """
 
 from __future__ import annotations
