@@ -49,11 +49,8 @@ class StatusServer:
         app.router.add_get("/metrics", self._metrics)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
-        await site.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        self.port = int(sockets[0].getsockname()[1]) if sockets else self._port
+        await web.TCPSite(self._runner, self._host, self._port).start()
+        self.port = int(self._runner.addresses[0][1])
         return self.port
 
     async def stop(self) -> None:

@@ -30,10 +30,6 @@ def journal_key(batch: int) -> str:
     return f"{JOURNAL_PREFIX}{batch:012d}"
 
 
-def batch_of(key: str) -> int:
-    return int(key.rsplit("/", 1)[-1])
-
-
 def encode_entry(*, batch: int, now: float, events: list[Event]) -> bytes:
     return JournalEntry(batch=batch, now=now, events=tuple(events)).model_dump_json(by_alias=True).encode()
 
