@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import os
 import resource
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from aiokafka import AIOKafkaProducer
 from pydantic import BaseModel
 
 from rollout_common import envelope
+from rollout_devenv import stop_processes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -191,12 +191,4 @@ class Services:
         return out
 
     def stop_all(self, grace_s: float = 15.0) -> None:
-        for process in self.running.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.running.values():
-            try:
-                process.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(5)
+        stop_processes(self.running.values(), grace_s=grace_s)

@@ -3,8 +3,16 @@
 Used by the test fixtures (tests/conftest.py) and by people: `python -m rollout_devenv --help`.
 """
 
-from rollout_devenv._proc import DevenvError
+from rollout_devenv._proc import DevenvError, free_port, stop_processes
 from rollout_devenv.kafka import KafkaBroker, fetch_kafka_jars, kafka_version
 from rollout_devenv.redis import RedisServer
 
-__all__ = ["DevenvError", "KafkaBroker", "RedisServer", "fetch_kafka_jars", "kafka_version"]
+__all__ = [
+    "DevenvError",
+    "KafkaBroker",
+    "RedisServer",
+    "fetch_kafka_jars",
+    "free_port",
+    "kafka_version",
+    "stop_processes",
+]

@@ -11,10 +11,10 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 LOOPBACK = "127.0.0.1"
 # How long a child gets to shut down cleanly (Kafka flushes its logs) before it is killed.
@@ -108,6 +108,28 @@ def stop_process(proc: subprocess.Popen[bytes], *, grace_s: float = STOP_GRACE_S
     """SIGTERM the child's process group, wait up to `grace_s`, then SIGKILL it."""
     if proc.poll() is None:
         _signal_group(proc, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+
+
+def stop_processes(
+    procs: Iterable[subprocess.Popen[Any]], *, grace_s: float = STOP_GRACE_S, whole_group: bool = False
+) -> None:
+    """Stop several children side by side: SIGTERM each (the process itself, which stops what it
+    started, as a supervisor does its worker; with `whole_group`, its process group, as a Ctrl-C in
+    a terminal reaches every process of the command), then wait for each, SIGKILLing the process
+    group of any still running after `grace_s`."""
+    running = [proc for proc in procs if proc.poll() is None]
+    for proc in running:
+        if whole_group:
+            _signal_group(proc, signal.SIGTERM)
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+    for proc in running:
         try:
             proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:

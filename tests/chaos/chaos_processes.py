@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rollout_devenv import stop_processes
+
 _STOP_GRACE_S = 15.0
 
 
@@ -90,15 +92,7 @@ class ChaosProcesses:
             process.wait(10)
 
     def stop_all(self) -> None:
-        for process in self.running.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.running.values():
-            try:
-                process.wait(_STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(5)
+        stop_processes(self.running.values(), grace_s=_STOP_GRACE_S)
         # A faust worker outliving its supervisor would keep a group member on the broker.
         for process in self.running.values():
             with contextlib.suppress(ProcessLookupError, PermissionError):

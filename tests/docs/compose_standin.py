@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -22,8 +21,7 @@ from typing import Any
 
 import yaml
 
-from rollout_devenv import KafkaBroker
-from rollout_devenv._proc import free_port
+from rollout_devenv import KafkaBroker, free_port, stop_processes
 
 _READY_TIMEOUT_S = 120.0
 _VARIABLE = re.compile(r"\$\{(\w+):-([^}]*)\}")
@@ -106,8 +104,7 @@ class ComposeStandIn:
     def stop(self, service: str) -> None:
         """`docker compose stop SERVICE`: SIGTERM, then the stop grace period."""
         grace = float(str(self.services[service].get("stop_grace_period", "10s")).rstrip("s"))
-        for replica in self.replicas_of(service):
-            _stop(replica.process, grace_s=grace)
+        stop_processes([r.process for r in self.replicas_of(service)], grace_s=grace)
         self.replicas = [r for r in self.replicas if r.service != service]
 
     def start(self, service: str) -> None:
@@ -133,12 +130,7 @@ class ComposeStandIn:
 
     def down(self) -> None:
         # All at once, as compose does: each gets its grace period, the waits overlap.
-        processes = [r.process for r in self.replicas] + self._others
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in processes:
-            _stop(process, grace_s=30)
+        stop_processes([r.process for r in self.replicas] + self._others, grace_s=30)
         if self.broker is not None:
             self.broker.stop(remove_data=True)
 
@@ -231,14 +223,3 @@ class ComposeStandIn:
             return subprocess.Popen(
                 argv, env=env, cwd=cwd or self.work, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
-
-
-def _stop(process: subprocess.Popen[bytes], *, grace_s: float) -> None:
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(5)

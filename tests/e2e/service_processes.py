@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from rollout_devenv import stop_processes
 
 _STOP_GRACE_S = 15.0
 
@@ -66,13 +67,5 @@ class ServiceProcesses:
         return (self.log_dir / f"{name}.log").read_text(errors="replace")[-chars:]
 
     def stop_all(self) -> None:
-        for process in self.running.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.running.values():
-            try:
-                process.wait(_STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                # The health monitor supervises a faust worker in the same session: kill both.
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(5)
+        # The health monitor supervises a faust worker in its session: a kill takes both.
+        stop_processes(self.running.values(), grace_s=_STOP_GRACE_S)
