@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.charts import save_chart
+
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = Path(__file__).resolve().parent / "figures-before-optimisation.json"
 
@@ -75,39 +77,30 @@ def collect(plan: KafkaPlan, bootstrap: str, redis_url: str, *, isolate: bool, l
     print(
         f"planner over Kafka: {plan.planner_clusters} clusters, {plan.planner_events} events ...", file=log, flush=True
     )
-    if isolate:
-        args = ["--clusters", str(plan.planner_clusters), "--events", str(plan.planner_events), *infra]
-        out["planner"] = _subprocess_json("bench.kafka_planner", args + (["--profile"] if plan.planner_profile else []))
-    else:
+
+    def planner(*, max_records: int | None, profile: bool) -> Any:
+        """One planner-over-Kafka measurement, isolated or in this process; `max_records` None:
+        the planner's default."""
+        if isolate:
+            args = ["--clusters", str(plan.planner_clusters), "--events", str(plan.planner_events), *infra]
+            args += ["--max-records", str(max_records)] if max_records else []
+            return _subprocess_json("bench.kafka_planner", args + (["--profile"] if profile else []))
         from bench import kafka_planner
 
-        out["planner"] = asdict(
-            kafka_planner.measure(
-                plan.planner_clusters,
-                plan.planner_events,
-                bootstrap=bootstrap,
-                redis_url=redis_url,
-                profile=plan.planner_profile,
-            )
+        result = kafka_planner.measure(
+            plan.planner_clusters,
+            plan.planner_events,
+            bootstrap=bootstrap,
+            redis_url=redis_url,
+            profile=profile,
+            max_records=max_records or kafka_planner.POLL_MAX_RECORDS,
         )
+        return asdict(result)
+
+    out["planner"] = planner(max_records=None, profile=plan.planner_profile)
     if plan.planner_alt_max_records:
         print(f"planner over Kafka, max records {plan.planner_alt_max_records} ...", file=log, flush=True)
-        args = ["--clusters", str(plan.planner_clusters), "--events", str(plan.planner_events), *infra]
-        args += ["--max-records", str(plan.planner_alt_max_records)]
-        if isolate:
-            out["planner_alt"] = _subprocess_json("bench.kafka_planner", args)
-        else:
-            from bench import kafka_planner
-
-            out["planner_alt"] = asdict(
-                kafka_planner.measure(
-                    plan.planner_clusters,
-                    plan.planner_events,
-                    bootstrap=bootstrap,
-                    redis_url=redis_url,
-                    max_records=plan.planner_alt_max_records,
-                )
-            )
+        out["planner_alt"] = planner(max_records=plan.planner_alt_max_records, profile=False)
     print(f"decision latency: {plan.latency_trials} trials ...", file=log, flush=True)
     if isolate:
         out["latency"] = _subprocess_json("bench.decision_latency", ["--trials", str(plan.latency_trials), *infra])
@@ -271,12 +264,7 @@ def charts(kafka: dict[str, Any], folder: Path) -> list[str]:
         ax.set_xlabel("executor processes")
         ax.set_ylabel("upgrades per second")
         ax.set_title("Executor scaling (simulated driver, 200 ms per upgrade)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(folder / "bench-executors.png", dpi=110)
-        plt.close(fig)
-        names.append("bench-executors.png")
+        names.append(save_chart(fig, ax, folder / "bench-executors.png"))
     lat = kafka["latency"]
     if lat.get("samples_ms"):
         fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -291,12 +279,7 @@ def charts(kafka: dict[str, Any], folder: Path) -> list[str]:
         ax.set_xlabel("ms")
         ax.set_ylabel("share of trials")
         ax.set_title("Decision latency over Kafka (CDF)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(folder / "bench-latency-kafka.png", dpi=110)
-        plt.close(fig)
-        names.append("bench-latency-kafka.png")
+        names.append(save_chart(fig, ax, folder / "bench-latency-kafka.png"))
     return names
 
 

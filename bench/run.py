@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import kafka_report
+from bench.charts import save_chart
 from bench.engine_cost import measure_baseline, measure_engine
 from bench.kafka_report import KAFKA_FULL, KAFKA_QUICK
 from bench.whole_rollout import measure_rollout
@@ -342,11 +343,7 @@ def charts(data: dict[str, Any], folder: Path) -> list[str]:
     ax.set_xlabel("clusters in the fleet")
     ax.set_ylabel("readiness events per second")
     ax.set_title("decide() throughput, one readiness event per call")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(folder / "bench-engine.png", dpi=110)
-    plt.close(fig)
+    save_chart(fig, ax, folder / "bench-engine.png")
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for regime, marker in (("at-gate", "o"), ("spread", "s")):
@@ -363,11 +360,7 @@ def charts(data: dict[str, Any], folder: Path) -> list[str]:
     ax.set_ylabel("µs per event")
     ax.set_ylim(bottom=0)
     ax.set_title("Time per readiness event")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(folder / "bench-latency.png", dpi=110)
-    plt.close(fig)
+    save_chart(fig, ax, folder / "bench-latency.png")
     images = ["bench-engine.png", "bench-latency.png"]
     if "kafka" in data:
         images += kafka_report.charts(data["kafka"], folder)
