@@ -20,12 +20,13 @@ import os
 import re
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 import pytest
+from local_servers import started
 
 from rollout_devenv import DevenvError, KafkaBroker, RedisServer
 
@@ -97,23 +98,6 @@ def _redis_container() -> Any:
     return RedisContainer()
 
 
-_Local = TypeVar("_Local", KafkaBroker, RedisServer)
-
-
-def _start_local(make: Callable[[], _Local], *, what: str) -> _Local:
-    server: _Local | None = None
-    try:
-        server = make()
-        server.start()
-        return server
-    except DevenvError as exc:
-        error = exc
-    # Failed outside the except block, so the report shows the cause alone, not a chain.
-    if server is not None:
-        server.stop(remove_data=True)
-    _fail(what, error)
-
-
 @pytest.fixture(scope="session")
 def _kafka_service() -> Iterator[_Service]:
     if address := os.environ.get("KAFKA_BOOTSTRAP"):
@@ -126,7 +110,7 @@ def _kafka_service() -> Iterator[_Service]:
         finally:
             container.stop()
         return
-    broker = _start_local(KafkaBroker, what="Kafka (local broker)")
+    broker = started(KafkaBroker(), what="Kafka (local broker)")
     try:
         yield _Service(address=broker.bootstrap, origin="local broker", local=broker)
     finally:
@@ -146,7 +130,7 @@ def _redis_service() -> Iterator[_Service]:
         finally:
             container.stop()
         return
-    server = _start_local(RedisServer, what="Redis (local redis-server)")
+    server = started(RedisServer(), what="Redis (local redis-server)")
     try:
         yield _Service(address=server.url, origin="local redis-server", local=server)
     finally:

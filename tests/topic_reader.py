@@ -1,11 +1,11 @@
 """Reading and writing Kafka topics the way an outside user would: plain aiokafka and the documented
-partition counts, no project code on the wire."""
+partition counts, no project code on the wire. Shared by every test folder (tests/ is on the path)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
@@ -16,20 +16,36 @@ Message = ConsumerRecord[bytes, bytes]
 
 
 async def read_topic(
-    bootstrap: str, topic: str, *, until: Callable[[list[Message]], bool], timeout_s: float = 30.0
+    bootstrap: str,
+    topic: str,
+    *,
+    until: Callable[[list[Message]], bool],
+    timeout_s: float = 30.0,
+    partitions: int | None = None,
+    on_poll: Callable[[list[Message]], None] | None = None,
+    client: Mapping[str, Any] | None = None,
 ) -> list[Message]:
-    """Every record of the topic from the beginning, read until `until(records)` holds."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    """Every record of the topic from the beginning, read until `until(records)` holds.
+
+    `partitions`: how many the topic has (default: the catalog's count for its name);
+    `on_poll(records)` runs after every fetch (to fail early when a process died); `client`:
+    more aiokafka consumer settings (a login, a larger fetch size). The timeout covers the seek
+    too: a consumer that may not see the topic waits for its metadata until then, not for ever.
+    """
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **(client or {}))
     await consumer.start()
     try:
         records: list[Message] = []
         async with asyncio.timeout(timeout_s):
-            partitions = [TopicPartition(topic, p) for p in range(_partition_count(topic))]
-            consumer.assign(partitions)
-            await consumer.seek_to_beginning(*partitions)
+            count = partitions if partitions is not None else _partition_count(topic)
+            assigned = [TopicPartition(topic, p) for p in range(count)]
+            consumer.assign(assigned)
+            await consumer.seek_to_beginning(*assigned)
             while not until(records):
                 for batch in (await consumer.getmany(timeout_ms=200)).values():
                     records.extend(batch)
+                if on_poll is not None:
+                    on_poll(records)
         return records
     finally:
         await consumer.stop()

@@ -47,6 +47,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from chaos_audit import TRACKS, StagePlan, audit, auto_partitions, decode
 from chaos_audit import Rec as AuditRecord
 from chaos_processes import ChaosProcesses
+from local_servers import running
 
 from rollout_common.topics.catalog import (
     INVENTORY,
@@ -188,26 +189,15 @@ def schedule(seed: int, count: int) -> list[Fault]:
 
 @pytest.fixture(scope="module")
 def chaos_broker() -> Iterator[KafkaBroker]:
-    broker = KafkaBroker()
-    try:
-        broker.start()
-    except Exception as exc:  # a chaos run without its broker must fail, never skip
-        broker.stop(remove_data=True)
-        pytest.fail(f"the chaos test's Kafka broker did not start: {exc}", pytrace=False)
-    yield broker
-    broker.stop(remove_data=True)
+    # a chaos run without its broker must fail, never skip
+    with running(KafkaBroker(), what="the chaos test's Kafka broker") as broker:
+        yield broker
 
 
 @pytest.fixture(scope="module")
 def chaos_redis() -> Iterator[RedisServer]:
-    server = RedisServer(aof=True)
-    try:
-        server.start()
-    except Exception as exc:
-        server.stop(remove_data=True)
-        pytest.fail(f"the chaos test's Redis did not start: {exc}", pytrace=False)
-    yield server
-    server.stop(remove_data=True)
+    with running(RedisServer(aof=True), what="the chaos test's Redis") as server:
+        yield server
 
 
 @dataclass

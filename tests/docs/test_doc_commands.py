@@ -41,7 +41,7 @@ from compose_standin import ComposeStandIn
 from kafka_tools import in_tools, install_tools
 from shown_commands import REPO, shown_commands
 
-from rollout_devenv._proc import free_port
+from rollout_devenv import free_port, stop_processes
 
 pytestmark = pytest.mark.integration
 
@@ -140,15 +140,9 @@ class Terminal:
                 self.ran[shown] = Ran(shown, command, code, "", tail)
 
     def stop_all(self) -> None:
-        for process in reversed(self.background):
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
+        # `make kafka` runs the broker in a child: like Ctrl-C in a terminal, stop the whole command.
+        stop_processes(self.background, grace_s=30, whole_group=True)
         for process in self.background:
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(5)
             if process.stdout is not None:
                 process.stdout.close()
 

@@ -14,12 +14,11 @@ from typing import Any
 
 import redis.asyncio as aioredis
 import yaml
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaProducer
 from service_processes import ServiceProcesses
+from topic_reader import Message, read_topic
 
 from rollout_common.topics.catalog import RELEASE_TARGETS
-
-Message = ConsumerRecord[bytes, bytes]
 
 
 @dataclass(frozen=True)
@@ -133,19 +132,6 @@ async def read_until(
     on_poll: Callable[[list[Message]], None] | None = None,
 ) -> list[Message]:
     """Every record of `topic` from the beginning, read until `done` holds."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    records: list[Message] = []
-    try:
-        assigned = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(assigned)
-        await consumer.seek_to_beginning(*assigned)
-        async with asyncio.timeout(timeout_s):
-            while not done(records):
-                for batch in (await consumer.getmany(timeout_ms=200)).values():
-                    records.extend(batch)
-                if on_poll is not None:
-                    on_poll(records)
-        return records
-    finally:
-        await consumer.stop()
+    return await read_topic(
+        kafka_bootstrap, topic, until=done, timeout_s=timeout_s, partitions=partitions, on_poll=on_poll
+    )

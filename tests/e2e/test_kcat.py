@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 import yaml
-from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from service_processes import ServiceProcesses
+from topic_reader import Message, read_topic
 
 from rollout_common.topics.catalog import DEAD_LETTER, PROGRESS, RELEASE_TARGETS, STAGE_ADVANCE
 
@@ -37,8 +37,6 @@ SECTION = "## Publishing a release target with kcat"
 DOC_BROKER = "localhost:9092"
 OLD = "1.30.5-gke.1000"
 TIMEOUT_S = 60.0
-
-Message = ConsumerRecord[bytes, bytes]
 
 
 @dataclass(frozen=True)
@@ -180,23 +178,15 @@ async def wait_for_topics(kafka_bootstrap: str, prefix: str, planner: ServicePro
 async def read_until(
     kafka_bootstrap: str, topic: str, partitions: int, done: Callable[[list[Message]], bool], planner: ServiceProcesses
 ) -> list[Message]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    records: list[Message] = []
+    def planner_alive(_: list[Message]) -> None:
+        assert not planner.exited(), f"planner exited:\n{planner.log_tail('planner')}"
+
     try:
-        assigned = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(assigned)
-        await consumer.seek_to_beginning(*assigned)
-        async with asyncio.timeout(TIMEOUT_S):
-            while not done(records):
-                assert not planner.exited(), f"planner exited:\n{planner.log_tail('planner')}"
-                for batch in (await consumer.getmany(timeout_ms=200)).values():
-                    records.extend(batch)
-        return records
+        return await read_topic(
+            kafka_bootstrap, topic, until=done, timeout_s=TIMEOUT_S, partitions=partitions, on_poll=planner_alive
+        )
     except TimeoutError:
         pytest.fail(f"nothing satisfying on {topic} in {TIMEOUT_S}s; planner log:\n{planner.log_tail('planner')}")
-    finally:
-        await consumer.stop()
 
 
 def started_by(event_id: str) -> Callable[[list[Message]], bool]:

@@ -22,8 +22,10 @@ from typing import Any
 import aiokafka.errors as kerr  # type: ignore[import-untyped]
 import pytest
 import redis.asyncio as aioredis
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaProducer
+from canary_prod import NEW, OLD, canary_prod_fleet, canary_prod_state
 from pydantic import BaseModel
+from topic_reader import Message, bodies, read_topic
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.redis_store import RedisStore
@@ -32,7 +34,6 @@ from rollout_common.commands import StageAdvance
 from rollout_common.envelope import MAX_VALUE_BYTES
 from rollout_common.events import InventoryChange, OperatorCommand, Readiness, ReleaseTarget, UpgradeResult
 from rollout_common.fleet import Cluster
-from rollout_common.sequence import Sequence as StageSequence
 from rollout_common.status import Track
 from rollout_common.topics import ALL
 from rollout_common.topics.catalog import (
@@ -52,17 +53,14 @@ from rollout_executor.ledger import UpgradeLedger
 from rollout_executor.metrics import ExecutorMetrics
 from rollout_executor.service import ExecutorService
 from rollout_executor.settings import CommandDriverSettings, ExecutorSettings
-from rollout_planner.engine import EngineState, new_state
+from rollout_planner.engine import EngineState
 from rollout_planner.service.clock import ManualClock
 from rollout_planner.service.planner import Planner
 from rollout_planner.service.settings import PlannerSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
-Message = ConsumerRecord[bytes, bytes]
 START = 1_767_225_600.0
-OLD = "1.30.5-gke.1000"
-NEW = "1.31.13-gke.1023000"
 # Just under the broker's limit (message.max.bytes 1048588) and the producer's (1 MiB), over ours.
 HUGE = MAX_VALUE_BYTES + 1000
 
@@ -121,8 +119,8 @@ def _generic(topic: TopicDef, good: BaseModel) -> list[Case]:
 
 
 def _has(kind: str, **fields: Any) -> Callable[[list[dict[str, Any]]], bool]:
-    def check(bodies: list[dict[str, Any]]) -> bool:
-        return any(b.get("kind") == kind and all(str(v) in str(b.get(k)) for k, v in fields.items()) for b in bodies)
+    def check(found: list[dict[str, Any]]) -> bool:
+        return any(b.get("kind") == kind and all(str(v) in str(b.get(k)) for k, v in fields.items()) for b in found)
 
     return check
 
@@ -143,25 +141,8 @@ async def _produce_all(bootstrap: str, topic: str, records: list[tuple[bytes, by
 async def _read(
     bootstrap: str, topic: str, *, until: Callable[[list[Message]], bool], timeout_s: float = 60.0
 ) -> list[Message]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_bytes=4 << 20)
-    await consumer.start()
-    try:
-        count = next(t.partitions for t in ALL if topic.endswith(t.name))
-        partitions = [TopicPartition(topic, p) for p in range(count)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        records: list[Message] = []
-        async with asyncio.timeout(timeout_s):
-            while not until(records):
-                for batch in (await consumer.getmany(timeout_ms=200)).values():
-                    records.extend(batch)
-        return records
-    finally:
-        await consumer.stop()
-
-
-def _bodies(records: list[Message]) -> list[dict[str, Any]]:
-    return [json.loads(r.value) for r in records if r.value]
+    # a fetch large enough for the oversized cases' dead letters
+    return await read_topic(bootstrap, topic, until=until, timeout_s=timeout_s, client={"fetch_max_bytes": 4 << 20})
 
 
 def _letters(records: list[Message]) -> dict[str, str]:
@@ -170,24 +151,6 @@ def _letters(records: list[Message]) -> dict[str, str]:
 
 
 # -- the planner ----------------------------------------------------------------------------------
-
-
-def _sequence() -> StageSequence:
-    return StageSequence.model_validate(
-        {
-            "name": "bad",
-            "channel": "regular",
-            "stages": [
-                {"name": "canary", "clusterSelector": {"matchLabels": {"env": "canary"}}, "soak": "1d"},
-                {"name": "prod", "clusterSelector": {"matchLabels": {"env": "prod"}}, "soak": "1d"},
-            ],
-        }
-    )
-
-
-def _fleet() -> list[Cluster]:
-    names = [("can-1", "canary"), ("prod-1", "prod")]
-    return [Cluster(name=name, labels={"env": env}, version=OLD) for name, env in names]
 
 
 @contextlib.asynccontextmanager
@@ -201,7 +164,7 @@ async def _planner(
     )
 
     async def initial() -> EngineState:
-        return new_state(_sequence(), _fleet())
+        return canary_prod_state("bad")
 
     planner = Planner(bus=bus, store=store, settings=settings, clock=ManualClock(START), initial_state=initial)
     task = asyncio.create_task(planner.run())
@@ -315,7 +278,7 @@ def _planner_cases(
             ],
             good_ok,
             # can-1's control plane done: its node upgrade is handed out (SOAK-1)
-            lambda bodies: any(b.get("kind") == "stage_advance" and b.get("track") == "nodes" for b in bodies),
+            lambda found: any(b.get("kind") == "stage_advance" and b.get("track") == "nodes" for b in found),
         )
     if topic is READINESS:
         good = Readiness(cluster="can-1", ready=False, reason="probe")
@@ -332,7 +295,7 @@ def _planner_cases(
             ],
             good,
             # can-1 (in flight) reported not ready: GATE-1 holds the canary, said on progress
-            lambda bodies: any(b.get("kind") == "wait_changed" for b in bodies),
+            lambda found: any(b.get("kind") == "wait_changed" for b in found),
         )
     assert topic is INVENTORY
     new = Cluster(name="can-3", labels={"env": "canary"}, version=OLD)
@@ -354,9 +317,9 @@ def _planner_cases(
             Case("unknown-cluster", *_encoded(InventoryChange(action="remove", name="ghost-3"), "rm")),
             Case(
                 "duplicate",
-                *_encoded(InventoryChange(action="upsert", cluster=_fleet()[1]), "same"),
+                *_encoded(InventoryChange(action="upsert", cluster=canary_prod_fleet()[1]), "same"),
             ),
-            Case("stale-replay", *_encoded(InventoryChange(action="upsert", cluster=_fleet()[1]), "same")),
+            Case("stale-replay", *_encoded(InventoryChange(action="upsert", cluster=canary_prod_fleet()[1]), "same")),
         ],
         good,
         _has("notice", code="SEQ-6", cluster="can-3"),
@@ -395,9 +358,9 @@ async def test_the_planner_survives_bad_input(
 
         # Keyed by case, the records spread over the topic's partitions: wait for every outcome.
         checks = [processed, *(c.outcome for c in cases if c.outcome is not None)]
-        progress = _bodies(
+        progress = bodies(
             await _read(
-                kafka_bootstrap, prefix + PROGRESS.name, until=lambda rs: all(check(_bodies(rs)) for check in checks)
+                kafka_bootstrap, prefix + PROGRESS.name, until=lambda rs: all(check(bodies(rs)) for check in checks)
             )
         )
         expected = {c.name: c.reason for c in cases if c.reason is not None}
@@ -500,14 +463,14 @@ async def test_the_executor_survives_bad_input(
         await _read(
             kafka_bootstrap,
             prefix + UPGRADE_RESULTS.name,
-            until=lambda rs: any(b["outcome"] == "succeeded" for b in _bodies(rs)),
+            until=lambda rs: any(b["outcome"] == "succeeded" for b in bodies(rs)),
         )
         records = [(c.name.encode(), c.value, c.headers) for c in cases]
         records.append((b"good", *_encoded(good, "cmd-good")))
         await _produce_all(kafka_bootstrap, prefix + STAGE_ADVANCE.name, records)
 
         def finals(rs: list[Message]) -> dict[tuple[str, str], dict[str, Any]]:
-            return {(b["commandId"], b["cluster"]): b for b in _bodies(rs) if b["outcome"] != "started"}
+            return {(b["commandId"], b["cluster"]): b for b in bodies(rs) if b["outcome"] != "started"}
 
         # Each case has its own key, so its own partition of the 16: results come in any order.
         injected = ("c1; rm -rf /", "$(reboot)", "--help", "my cluster")

@@ -7,21 +7,17 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
+from local_servers import running
 from secure_kafka import REDIS_USER, SUPER_USER, SecureKafka, new_passwords, prepare
 
-from rollout_devenv import DevenvError, KafkaBroker, RedisServer
+from rollout_devenv import KafkaBroker, RedisServer
 
 
 @pytest.fixture(scope="session")
 def secured_broker() -> Iterator[KafkaBroker]:
     broker = KafkaBroker(sasl_users=new_passwords(), super_user=SUPER_USER)
-    try:
-        broker.start()
-    except DevenvError as exc:
-        broker.stop(remove_data=True)
-        pytest.fail(f"the secured Kafka broker could not be started:\n{exc.full_text()}", pytrace=False)
-    yield broker
-    broker.stop(remove_data=True)
+    with running(broker, what="the secured Kafka broker"):
+        yield broker
 
 
 @pytest.fixture
@@ -34,10 +30,5 @@ async def secure(secured_broker: KafkaBroker, topic_prefix: str) -> SecureKafka:
 def secured_redis() -> Iterator[RedisServer]:
     """A redis-server whose only user is `REDIS_USER` with a fresh random password (`default` is off)."""
     server = RedisServer(user=REDIS_USER, password=f"redis-pw-{secrets.token_hex(12)}")
-    try:
-        server.start()
-    except DevenvError as exc:
-        server.stop(remove_data=True)
-        pytest.fail(f"the password-protected Redis could not be started:\n{exc.full_text()}", pytrace=False)
-    yield server
-    server.stop(remove_data=True)
+    with running(server, what="the password-protected Redis"):
+        yield server

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from acl_table import PRINCIPALS, acls
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from topic_reader import Message, read_topic
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_common.topics import ALL
 from rollout_devenv import KafkaBroker
 from rollout_devenv.acls import create_acls
 
-Message = ConsumerRecord[bytes, bytes]
 SUPER_USER = "admin"
 # the one Redis user of the secured Redis the security tests run against
 REDIS_USER = "rollout"
@@ -66,21 +64,9 @@ class SecureKafka:
         self, topic: str, *, until: Callable[[list[Message]], bool], user: str = SUPER_USER, timeout_s: float = 30.0
     ) -> list[Message]:
         """Every record of the topic from the beginning (as `user`) until `until(records)` holds."""
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, **self.login(user))
-        await consumer.start()
-        try:
-            count = next(t.partitions for t in ALL if t.name == topic)
-            partitions = [TopicPartition(self.topic(topic), p) for p in range(count)]
-            consumer.assign(partitions)
-            await consumer.seek_to_beginning(*partitions)
-            records: list[Message] = []
-            async with asyncio.timeout(timeout_s):
-                while not until(records):
-                    for batch in (await consumer.getmany(timeout_ms=200)).values():
-                        records.extend(batch)
-            return records
-        finally:
-            await consumer.stop()
+        return await read_topic(
+            self.bootstrap, self.topic(topic), until=until, timeout_s=timeout_s, client=self.login(user)
+        )
 
     async def read_all(self, topic: str, *, settle_s: float = 1.0) -> list[Message]:
         """What the topic holds now: read until nothing new came for `settle_s`."""
@@ -110,7 +96,3 @@ async def prepare(broker: KafkaBroker, prefix: str) -> SecureKafka:
         await admin.close()
     await create_acls(broker.bootstrap, broker.client_settings(), acls(prefix))
     return SecureKafka(broker=broker, prefix=prefix)
-
-
-def bodies(records: list[Message]) -> list[dict[str, Any]]:
-    return [json.loads(r.value) for r in records if r.value]

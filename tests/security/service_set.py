@@ -14,9 +14,11 @@ from pathlib import Path
 
 import yaml
 from acl_table import EXECUTOR_GROUP, HEALTH_APP, PLANNER_GROUP
-from secure_kafka import SecureKafka, bodies
+from secure_kafka import SecureKafka
+from topic_reader import bodies
 
 from rollout_common.topics.catalog import READINESS, STAGE_ADVANCE, UPGRADE_RESULTS
+from rollout_devenv import stop_processes
 
 OLD = "1.30.5-gke.1000"
 NEW = "1.31.13-gke.1023000"
@@ -42,6 +44,21 @@ def scenario() -> dict[str, object]:
             ],
         },
     }
+
+
+def run_module(
+    module_args: list[str], *, env: dict[str, str], cwd: Path | None = None, timeout_s: float = 90.0
+) -> subprocess.CompletedProcess[str]:
+    """`python -m MODULE ARGS...` to its end with exactly `env`, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", *module_args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+        cwd=cwd,
+    )
 
 
 class Processes:
@@ -73,15 +90,7 @@ class Processes:
 
     def run(self, name: str, module_args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
         """A command that ends (the CLI); its output is kept with the others'."""
-        done = subprocess.run(
-            [sys.executable, "-m", *module_args],
-            env=self.base | env,
-            capture_output=True,
-            text=True,
-            timeout=90,
-            check=False,
-            cwd=self.log_dir,
-        )
+        done = run_module(module_args, env=self.base | env, cwd=self.log_dir)
         (self.log_dir / f"{name}.log").write_text(f"{done.stdout}\n--- stderr ---\n{done.stderr}")
         return done
 
@@ -92,15 +101,7 @@ class Processes:
         return (self.log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
 
     def stop_all(self) -> None:
-        for process in self.running.values():
-            if process.poll() is None:
-                process.terminate()
-        for process in self.running.values():
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, 9)  # the monitor supervises a faust worker in its session
-                process.wait(5)
+        stop_processes(self.running.values(), grace_s=20)
 
 
 def start_services(

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from acl_table import WATCH_GROUP_PREFIX
 from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped]
 from aiokafka.protocol.admin import CreateAclsRequest  # type: ignore[import-untyped]
 from secure_kafka import REDIS_USER, SecureKafka
+from service_set import run_module
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_common.errors import PermanentError, TransientError, UnknownTopicError
@@ -178,16 +177,7 @@ async def test_a_service_with_a_wrong_kafka_password_stops_with_the_reason(
         "ROLLOUT_METRICS_PORT": "0",
         "ROLLOUT_SCENARIO_FILE": str(scenario),
     }
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", *module],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-        cwd=tmp_path,
-    )
+    done = await asyncio.to_thread(run_module, module, env=env, cwd=tmp_path)
     output = done.stdout + done.stderr
     assert done.returncode == 1, output[-3000:]
     assert "refused the SASL login of user" in output

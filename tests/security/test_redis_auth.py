@@ -8,14 +8,13 @@ TransientError that a service would retry for ever), and the password is in no m
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from secure_kafka import REDIS_USER
+from service_set import run_module
 
 from rollout_adapters.connections import redis_store
 from rollout_adapters.redis_store import RedisStore
@@ -134,15 +133,7 @@ def test_a_planner_with_a_wrong_redis_password_exits_with_one_line(
         "ROLLOUT_REDIS_NAMESPACE": topic_prefix,
         "ROLLOUT_HTTP_PORT": "0",
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "rollout_planner.service"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=tmp_path,
-    )
+    done = run_module(["rollout_planner.service"], env=env, cwd=tmp_path, timeout_s=60)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "authentication failed" in done.stderr
     assert "wrong-redis-pw-7d2a" not in done.stdout + done.stderr

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from pydantic_settings import BaseSettings
 from secure_kafka import SecureKafka
+from service_set import run_module
 
 from rollout_common.connection_settings import RedisServiceSettings, ServiceSettings, load, loggable
 from rollout_common.errors import InvalidInputError
@@ -99,14 +98,8 @@ def test_a_settings_error_names_the_field_not_the_value(monkeypatch: pytest.Monk
 
 def test_config_docs_output_holds_no_password(tmp_path: Path) -> None:
     output = tmp_path / "configuration.md"
-    done = subprocess.run(
-        [sys.executable, "-m", "rollout_cli.main", "config-docs", "--output", str(output)],
-        env=_clean_env(**SECRET_ENV),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=tmp_path,
+    done = run_module(
+        ["rollout_cli.main", "config-docs", "--output", str(output)], env=_clean_env(**SECRET_ENV), cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
     text = output.read_text()
@@ -118,9 +111,7 @@ def test_each_service_refusing_bad_settings_prints_no_password(tmp_path: Path) -
     """The first lines a service prints when its settings are refused (before it logs anything)."""
     env = _clean_env(**(SECRET_ENV | {"ROLLOUT_KAFKA_SECURITY__SASL_USERNAME": ""}))
     for module in (["rollout_planner.service"], ["rollout_executor"], ["rollout_health", "reporter"]):
-        done = subprocess.run(
-            [sys.executable, "-m", *module], env=env, capture_output=True, text=True, timeout=60, check=False
-        )
+        done = run_module(module, env=env, timeout_s=60)
         assert done.returncode == 2, (module, done.stdout, done.stderr)
         assert "sasl_username" in done.stderr
         _assert_no_secret(done.stdout + done.stderr, f"{module} output")
@@ -128,10 +119,8 @@ def test_each_service_refusing_bad_settings_prints_no_password(tmp_path: Path) -
 
 def test_the_cli_with_a_wrong_kafka_password_says_so_in_one_line(secure: SecureKafka, tmp_path: Path) -> None:
     env = _clean_env(**(SECRET_ENV | {"ROLLOUT_KAFKA_SECURITY__SASL_USERNAME": "operator"}))
-    done = subprocess.run(
+    done = run_module(
         [
-            sys.executable,
-            "-m",
             "rollout_cli.main",
             "release",
             "--bootstrap",
@@ -144,10 +133,6 @@ def test_the_cli_with_a_wrong_kafka_password_says_so_in_one_line(secure: SecureK
             "1.30=1.31.13-gke.1023000",
         ],
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
         cwd=tmp_path,
     )
     assert done.returncode == 2, done.stdout + done.stderr

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from local_servers import running
 from secure_kafka import SecureKafka
-from service_set import Processes, a_rollout_step, start_services
+from service_set import Processes, a_rollout_step, run_module, start_services
 
 from rollout_adapters.connections import kafka_bus, redis_store
 from rollout_adapters.kafka_bus import KafkaBus
@@ -26,7 +25,7 @@ from rollout_common.connection_settings import RedisServiceSettings
 from rollout_common.errors import PermanentError
 from rollout_common.topics import ALL
 from rollout_common.topics.catalog import RELEASE_TARGETS
-from rollout_devenv import DevenvError, KafkaBroker, RedisServer
+from rollout_devenv import KafkaBroker, RedisServer
 from rollout_devenv.tls import TlsFiles, self_signed
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -48,26 +47,14 @@ def stranger(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
 
 @pytest.fixture(scope="module")
 def tls_broker(tls: TlsFiles) -> Iterator[KafkaBroker]:
-    broker = KafkaBroker(tls=tls)
-    try:
-        broker.start()
-    except DevenvError as exc:
-        broker.stop(remove_data=True)
-        pytest.fail(f"the TLS Kafka broker could not be started:\n{exc.full_text()}", pytrace=False)
-    yield broker
-    broker.stop(remove_data=True)
+    with running(KafkaBroker(tls=tls), what="the TLS Kafka broker") as broker:
+        yield broker
 
 
 @pytest.fixture(scope="module")
 def tls_redis(tls: TlsFiles) -> Iterator[RedisServer]:
-    server = RedisServer(tls=tls)
-    try:
-        server.start()
-    except DevenvError as exc:
-        server.stop(remove_data=True)
-        pytest.fail(f"the TLS Redis could not be started:\n{exc.full_text()}", pytrace=False)
-    yield server
-    server.stop(remove_data=True)
+    with running(RedisServer(tls=tls), what="the TLS Redis") as server:
+        yield server
 
 
 def kafka_tls(ca: TlsFiles) -> dict[str, str]:
@@ -185,16 +172,7 @@ async def test_a_planner_given_the_wrong_ca_stops_with_the_setting_to_fix(
         "ROLLOUT_HTTP_PORT": "0",
         "ROLLOUT_SCENARIO_FILE": str(scenario),
     }
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "rollout_planner.service"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-        cwd=tmp_path,
-    )
+    done = await asyncio.to_thread(run_module, ["rollout_planner.service"], env=env, cwd=tmp_path)
     output = done.stdout + done.stderr
     assert done.returncode == 1, output[-3000:]
     assert "the TLS handshake with" in output and "ROLLOUT_KAFKA_SECURITY__SSL_CAFILE" in output
