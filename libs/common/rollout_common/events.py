@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rollout_common.fleet import Cluster
-from rollout_common.sequence import check_soak
+from rollout_common.sequence import Sequence, check_soak
 from rollout_common.status import Track
 from rollout_common.version import parse_minor, parse_version
 
@@ -56,13 +56,19 @@ class StartRollout(_Event):
 
 
 class OperatorCommand(_Event):
-    """Pause, resume, cancel, or set/clear a soak override (OPS-1..3). No rollout id: every active one."""
+    """Pause, resume, cancel, retry, or set/clear a soak override (OPS-1..5).
+
+    A command that changes a rollout names it (`rolloutId`) or says `all: true` (OPS-5). `retry`
+    narrows to one `cluster` or one `stage` when given (OPS-4).
+    """
 
     kind: Literal["operator_command"] = "operator_command"
     command_id: str = Field(alias="commandId", min_length=1)
-    action: Literal["pause", "resume", "cancel", "soak_override"]
+    action: Literal["pause", "resume", "cancel", "soak_override", "retry"]
     rollout_id: str | None = Field(default=None, alias="rolloutId")
+    all_rollouts: bool = Field(default=False, alias="all", description="apply to every active rollout (OPS-5)")
     stage: str | None = None
+    cluster: str | None = Field(default=None, description="retry: only this cluster's failed upgrades (OPS-4)")
     version: str | None = None
     soak: float | None = Field(default=None, description="seconds; None clears the override")
     issued_by: str | None = Field(default=None, alias="issuedBy")
@@ -83,6 +89,9 @@ class UpgradeResult(_Event):
     version: str
     outcome: Literal["started", "succeeded", "failed"]
     error: str | None = None
+    finished_at: float | None = Field(
+        default=None, alias="finishedAt", description="epoch seconds when the executor saw this outcome (BUS-7)"
+    )
 
     @field_validator("version")
     @classmethod
@@ -98,6 +107,9 @@ class Readiness(_Event):
     cluster: str
     ready: bool
     reason: str | None = None
+    observed_at: float | None = Field(
+        default=None, alias="observedAt", description="epoch seconds when the cluster was observed (BUS-7)"
+    )
 
 
 class InventoryChange(_Event):
@@ -109,6 +121,15 @@ class InventoryChange(_Event):
     name: str | None = None
 
 
+class SequenceChange(_Event):
+    """An operator's changed sequence definition for a running planner (SEQ-7), acknowledged (OPS-3)."""
+
+    kind: Literal["sequence_change"] = "sequence_change"
+    command_id: str = Field(alias="commandId", min_length=1)
+    sequence: Sequence
+    issued_by: str | None = Field(default=None, alias="issuedBy")
+
+
 class WakeUp(_Event):
     """A timer the engine asked for has come due."""
 
@@ -116,7 +137,14 @@ class WakeUp(_Event):
 
 
 Event = Annotated[
-    ReleaseTarget | StartRollout | OperatorCommand | UpgradeResult | Readiness | InventoryChange | WakeUp,
+    ReleaseTarget
+    | StartRollout
+    | OperatorCommand
+    | SequenceChange
+    | UpgradeResult
+    | Readiness
+    | InventoryChange
+    | WakeUp,
     Field(discriminator="kind"),
 ]
 

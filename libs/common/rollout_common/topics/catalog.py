@@ -21,6 +21,7 @@ from rollout_common.events import (
     OperatorCommand,
     Readiness,
     ReleaseTarget,
+    SequenceChange,
     StartRollout,
     UpgradeResult,
 )
@@ -57,9 +58,9 @@ RELEASE_TARGETS = TopicDef(
 )
 OPERATOR_COMMANDS = TopicDef(
     "rollout.operator-commands",
-    (OperatorCommand,),
-    key=lambda m: m.rollout_id or "all",
-    doc="Pause, resume, cancel and soak overrides (OPS-1..3).",
+    (OperatorCommand, SequenceChange),
+    key=lambda m: "sequence" if isinstance(m, SequenceChange) else (m.rollout_id or "all"),
+    doc="Pause, resume, cancel, retry, soak overrides (OPS-1..5) and sequence changes (SEQ-7).",
 )
 STAGE_ADVANCE = TopicDef(
     "rollout.stage-advance",

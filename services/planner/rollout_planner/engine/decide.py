@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 
-from rollout_common.commands import Command, Notice, RolloutTransition, WakeAt
+from rollout_common.commands import Command, CommandAck, Notice, RolloutTransition, WakeAt
 from rollout_common.events import (
     Event,
     EventBatch,
@@ -13,6 +13,7 @@ from rollout_common.events import (
     OperatorCommand,
     Readiness,
     ReleaseTarget,
+    SequenceChange,
     StartRollout,
     UpgradeResult,
     WakeUp,
@@ -64,6 +65,11 @@ def _apply(state: EngineState, event: Event | EventBatch) -> None:
             results.apply_readiness(state, event)
         case InventoryChange():
             apply_inventory(state, event)
+        case SequenceChange():
+            # SEQ-7 is not applied yet: refused out loud rather than ignored (OPS-3)
+            state.emit(
+                CommandAck(command_id=event.command_id, accepted=False, reason="sequence changes are not supported yet")
+            )
         case WakeUp():
             pass
 
