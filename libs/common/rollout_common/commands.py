@@ -25,6 +25,11 @@ class StageAdvance(_Command):
     partition: str
     version: str
     clusters: tuple[str, ...]
+    retries: dict[str, int] = Field(
+        default_factory=dict,
+        description="OPS-4: per cluster, how often an operator retried its failed upgrade to this version; "
+        "absent means 0. Executors keep each attempt apart, so a retried target runs once more.",
+    )
 
     @field_validator("version")
     @classmethod
