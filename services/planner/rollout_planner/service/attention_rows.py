@@ -3,7 +3,7 @@
 The status document names at most `NAMES_CAP` clusters per list; the dashboard filters the whole
 list on the server instead, so this walks the fleet once (STAT-1 per cluster) and keeps the rows
 that need attention: failed upgrades, offline clusters (not ready without an upgrade to explain
-it), ineligible ones and paused ones (window, deprecated APIs, user).
+it: none running, none just finished), ineligible ones and paused ones (window, deprecated APIs, user).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ def attention_rows(state: EngineState) -> list[ClusterRow]:
 
 def _row(state: EngineState, cluster: ClusterRec) -> ClusterRow | None:
     status, detail = cluster_status(state, cluster)
-    offline = not cluster.ready and not cluster.awaiting_ready
+    # not ready with no upgrade to explain it: neither running one nor waiting to report ready after one
+    offline = not cluster.ready and not cluster.awaiting_ready and cluster.running == [None, None]
     kind = _KIND_OF_STATUS.get(status) or ("OFFLINE" if offline else None)
     if kind is None:
         return None
