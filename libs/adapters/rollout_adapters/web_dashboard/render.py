@@ -167,12 +167,21 @@ def _wait_row(where: str, wait: Mapping[str, Any], *, clock: float) -> str:
         extra += f'<br><span class="muted">until {esc(until_text(wait["until"], clock=clock))}</span>'
     numbers = wait.get("numbers") or {}
     if numbers:
-        shown = ", ".join(f"{key} {value}" for key, value in numbers.items() if not isinstance(value, list | dict))
+        shown = ", ".join(
+            f"{key} {_number_text(key, value)}" for key, value in numbers.items() if not isinstance(value, list | dict)
+        )
         extra += f'<br><span class="muted numbers">{esc(shown)}</span>' if shown else ""
     return (
-        f'<tr class="wait" data-rule="{esc(wait["rule"])}"><th scope="row">{esc(where)}</th>'
+        f'<tr class="wait" data-rule="{esc(wait["rule"])}" data-where="{esc(where)}"><th scope="row">{esc(where)}</th>'
         f'<td><span class="badge rule">{esc(wait["rule"])}</span></td><td>{esc(wait["message"])}{extra}</td></tr>'
     )
+
+
+def _number_text(key: str, value: object) -> str:
+    """Instants (`forcedSoakAt`, ...) as a date a person reads; counts as they are."""
+    if key.endswith("At") and isinstance(value, int | float):
+        return clock_text(float(value))
+    return str(value)
 
 
 def _partitions(doc: Doc) -> str:
