@@ -239,10 +239,14 @@ def attention_section(rows: Sequence[ClusterRow], *, stages: Iterable[str]) -> s
     return f"""<section aria-labelledby="h-attention" class="attention">
 <h2 id="h-attention">Clusters needing attention</h2>
 <form id="cluster-filter" role="search" aria-label="filter clusters needing attention">
-<label>Name <input name="name" type="search" autocomplete="off"></label>
-<label>Label <input name="label" type="search" placeholder="key=value" autocomplete="off"></label>
-<label>Stage <select name="stage"><option value="">any</option>{stage_options}</select></label>
-<label>Status <select name="status"><option value="">any</option>{status_options}</select></label>
+<div class="field"><label for="f-name">Name</label>
+<input id="f-name" name="name" type="search" autocomplete="off"></div>
+<div class="field"><label for="f-label">Label</label>
+<input id="f-label" name="label" type="search" placeholder="key=value" autocomplete="off"></div>
+<div class="field"><label for="f-stage">Stage</label>
+<select id="f-stage" name="stage"><option value="">any</option>{stage_options}</select></div>
+<div class="field"><label for="f-status">Status</label>
+<select id="f-status" name="status"><option value="">any</option>{status_options}</select></div>
 </form>
 <p id="cluster-count" role="status" aria-live="polite">{_count_text(first)}</p>
 <div class="table-wrap"><table id="clusters">
