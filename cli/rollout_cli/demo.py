@@ -144,7 +144,8 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"dashboard: {url}", file=sys.stderr, flush=True)
     try:
         _run(sim, observer, args=args, speed=speed, console=console, web=web)
-        if web is not None and (args.keep_serving or sys.stdin.isatty()):
+        # a person at a terminal gets to look at the finished rollout; a script or a pipe gets its exit
+        if web is not None and (args.keep_serving or (sys.stdin.isatty() and sys.stdout.isatty())):
             print(
                 f"the run is over; the dashboard stays at {url_of(args.dashboard_host, web.port)} until Ctrl-C",
                 file=sys.stderr,

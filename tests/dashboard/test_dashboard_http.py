@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 from served import served
 
-from rollout_adapters.web_dashboard import DashboardAccess, Feed
+from rollout_adapters.web_dashboard import ClusterRow, DashboardAccess, Feed
 from rollout_adapters.web_dashboard.app import CSP
 from rollout_cli.demo import builtin_scenario
 from rollout_planner.service.attention_rows import attention_rows
@@ -128,3 +129,33 @@ def test_the_planner_dashboard_is_off_by_default_and_binds_localhost_when_on() -
     assert settings.dashboard_port == 0
     assert settings.dashboard_host == "127.0.0.1"
     assert settings.dashboard_token is None and settings.dashboard_password is None
+
+
+def test_clusters_page_stays_small_when_all_100k_clusters_need_attention() -> None:
+    """Worst case of the attention list: every one of 100,000 clusters in it; a page is still 50 rows."""
+    rows = [
+        ClusterRow(
+            name=f"c-{i:06d}",
+            kind="FAILED" if i % 3 == 0 else "OFFLINE",
+            status="FAILED" if i % 3 == 0 else "PENDING",
+            detail="x",
+            stage=f"s{i % 4}",
+            partition=None,
+            labels={"zone": f"z{i % 10}"},
+        )
+        for i in range(100_000)
+    ]
+    feed = Feed()
+    feed.publish({"now": 0.0, "stages": [], "rollouts": []}, rows)
+    with served(feed) as url:
+        started = time.perf_counter()
+        _, _, body = _request(url + "api/clusters?status=FAILED&stage=s0&label=zone=z0&name=c-01&offset=50")
+        elapsed = time.perf_counter() - started
+        _, _, first = _request(url + "api/clusters")
+    page = json.loads(body)
+    expected = [r.name for r in rows if r.kind == "FAILED" and r.stage == "s0" and r.labels["zone"] == "z0"]
+    expected = [name for name in expected if "c-01" in name]
+    assert (page["total"], page["matched"]) == (100_000, len(expected))
+    assert [c["name"] for c in page["clusters"]] == expected[50:100]
+    assert len(first) < 20_000 and len(json.loads(first)["clusters"]) == 50
+    assert elapsed < 2.0, f"a filtered page of 100,000 rows took {elapsed:.2f} s"
