@@ -30,8 +30,10 @@ def chromium_path() -> str:
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    # per module: two folders' conftests import this fixture, and Playwright's sync API allows
+    # one instance at a time per thread
     with sync_playwright() as playwright:
         # --no-sandbox: the suite may run as root, where chromium's sandbox refuses to start
         launched = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])

@@ -73,18 +73,21 @@ def test_planner_dashboard_follows_a_release_on_the_real_broker(
     apply_fleet(
         scenario_document(), tmp_path=tmp_path, prefix=prefix, kafka_bootstrap=kafka_bootstrap, redis_url=redis_url
     )
-    port = free_port()
+    port, probes = free_port(), free_port()
     start_system(
         services,
         prefix=prefix,
         clusters=names,
         pace=PACE,
-        planner_env={"ROLLOUT_HTTP_PORT": str(free_port()), "ROLLOUT_DASHBOARD_PORT": str(port)},
+        planner_env={"ROLLOUT_HTTP_PORT": str(probes), "ROLLOUT_DASHBOARD_PORT": str(port)},
         executor_env={"ROLLOUT_SIMULATED__FAILING_CLUSTERS": f'["{FAILING[0]}", "{FAILING[1]}"]'},
     )
     _run_aside(wait_for_fleet(redis_url, prefix, services, clusters=len(names)))
 
     page.goto(f"http://127.0.0.1:{port}/")
+    # the dashboard has an address of its own: the probe port (every interface) does not serve it
+    assert page.request.get(f"http://127.0.0.1:{probes}/healthz").status == 200
+    assert page.request.get(f"http://127.0.0.1:{probes}/api/status").status == 404
     expect(page.locator("li.stage h3")).to_have_text(list(STAGES), timeout=WAIT_MS)
     expect(page.locator(".rollouts")).to_contain_text("No rollout yet")
     page.evaluate("window.loadedOnce = 'yes'")
