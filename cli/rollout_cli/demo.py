@@ -233,7 +233,10 @@ class WebDashboard:
     def publish(self, *, force: bool = False) -> None:
         wall = time.monotonic()
         if force or wall - self._published >= PUBLISH_SECONDS:
-            self.feed.publish(status_document(self.sim), attention_rows(self.sim.state))
+            doc = status_document(self.sim)
+            # before the first instant the engine's clock is unset: the page shows the scenario's start
+            doc["now"] = max(float(doc["now"]), self.sim.origin)
+            self.feed.publish(doc, attention_rows(self.sim.state))
             self._published = wall
 
     def stop(self) -> None:

@@ -32,6 +32,7 @@ def test_demo_dashboard_shows_the_gate_3_hold_and_follows_the_rollout_live(
     with running_demo(tmp_path, "--speed", SPEED) as url:
         page.goto(url)
         expect(page.locator("li.stage h3")).to_have_text(["test", "staging", "prod"])
+        expect(page.locator("#as-of")).to_contain_text("As of 2026-01-05")  # the scenario's own clock
         first_etag = page.locator("main").get_attribute("data-etag")
         page.evaluate("window.loadedOnce = 'yes'")  # gone if the page were reloaded
 
@@ -81,6 +82,7 @@ def test_demo_dashboard_narrow_screen(browser: object, tmp_path: Path, screensho
         with running_demo(tmp_path, "--speed", "0") as url:
             page.goto(url)
             expect(page.locator("li.stage")).to_have_count(3)
+            expect(page.locator("#as-of")).not_to_contain_text("1970")  # the scenario clock, even before it starts
             page.screenshot(path=str(screenshots / "demo-narrow.png"), full_page=True)
             overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
             assert overflow <= 0
