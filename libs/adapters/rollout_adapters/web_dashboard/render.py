@@ -11,7 +11,7 @@ from html import escape
 from typing import Any
 
 from rollout_adapters.web_dashboard.feed import ATTENTION_KINDS, ClusterQuery, ClusterRow, Snapshot, page_of
-from rollout_adapters.web_dashboard.timeline import timeline_svg
+from rollout_adapters.web_dashboard.timeline import css_token, timeline_svg
 from rollout_cli.dashboard import (
     TRACK_NAMES,
     clock_text,
@@ -32,11 +32,6 @@ _STATUSES = ("FAILED", "NOT_READY", "PAUSED", "INELIGIBLE", "IN_PROGRESS", "OUT_
 
 def esc(value: object) -> str:
     return escape(str(value), quote=True)
-
-
-def _css_token(value: str) -> str:
-    """A state or status as a class name suffix: letters, digits, dashes only (never markup)."""
-    return "".join(c if c.isalnum() else "-" for c in value.lower())
 
 
 def page(snapshot: Snapshot, *, title: str) -> str:
@@ -85,7 +80,7 @@ def live_sections(snapshot: Snapshot) -> str:
 def _summary(doc: Doc, *, clock: float) -> str:
     rollouts = "".join(
         f'<li><span class="rollout-id">{esc(r["id"])}</span> '
-        f'<span class="badge state-{_css_token(str(r["state"]))}">{esc(r["state"])}</span> '
+        f'<span class="badge state-{css_token(str(r["state"]))}">{esc(r["state"])}</span> '
         f"release {esc(', '.join(r.get('versions') or []))}"
         + (f' <span class="muted">({esc(r["reason"])})</span>' if r.get("reason") else "")
         + "</li>"
@@ -128,13 +123,13 @@ def _track_block(name: str, track: Mapping[str, Any], *, clock: float) -> str:
     state = str(track["state"])
     counts = track.get("counts") or {}
     count_items = "".join(
-        f'<li class="status-{_css_token(s)}">{esc(s)} <b>{esc(counts[s])}</b></li>' for s in ordered_statuses(counts)
+        f'<li class="status-{css_token(s)}">{esc(s)} <b>{esc(counts[s])}</b></li>' for s in ordered_statuses(counts)
     )
     timing = timing_text(track, clock)
     soak = f"<dt>soak ends</dt><dd>{esc(clock_text(track['soakEnd']))}</dd>" if track.get("soakEnd") is not None else ""
     return f"""<div class="track" data-track="{esc(name)}">
 <p class="track-head"><span class="track-name">{esc(name)}</span>
-<span class="badge state-{_css_token(state)}" data-state="{esc(state)}">{esc(state)}</span></p>
+<span class="badge state-{css_token(state)}" data-state="{esc(state)}">{esc(state)}</span></p>
 <dl><dt>version</dt><dd>{esc(track.get("version") or "-")}</dd>{soak}
 <dt>timing</dt><dd>{esc(timing or "-")}</dd></dl>
 <ul class="counts" aria-label="clusters by status">{count_items}</ul>
@@ -220,7 +215,7 @@ def _partition_cell(partition: Mapping[str, Any], *, reached: bool) -> str:
     meter = f'<meter min="0" max="{esc(partition["clusters"])}" value="{esc(done)}" aria-label="done"></meter>'
     return (
         f"<td>{meter} {esc(partition['notDone'])} not done "
-        f'<span class="badge {_css_token(ready)}">{ready}</span>'
+        f'<span class="badge {css_token(ready)}">{ready}</span>'
         f'<span class="muted"> ({esc(done)} done, {esc(not_ready)} not ready, {esc(waiting)} waiting)</span></td>'
     )
 

@@ -53,7 +53,7 @@ def timeline_svg(doc: Mapping[str, Any], *, clock: float) -> str:
         width = max(2.0, ((finish if finish is not None else clock) - start) * scale)
         tip = f"{stage}/{track} {state}"
         parts.append(
-            f'<rect class="bar state-{_token(state)}" x="{x:.1f}" y="{y + 3}" '
+            f'<rect class="bar state-{css_token(state)}" x="{x:.1f}" y="{y + 3}" '
             f'width="{width:.1f}" height="{_ROW_H - 6}">'
             f"<title>{escape(tip)}</title></rect>"
         )
@@ -78,8 +78,9 @@ def _spans(doc: Mapping[str, Any]) -> dict[tuple[str, str], tuple[float, float |
     return out
 
 
-def _token(value: str) -> str:
+def css_token(value: str) -> str:
+    """A state or status as a class name suffix: letters, digits and dashes only (never markup)."""
     return "".join(c if c.isalnum() else "-" for c in value.lower())
 
 
-__all__ = ["timeline_svg"]
+__all__ = ["css_token", "timeline_svg"]
