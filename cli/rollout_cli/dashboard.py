@@ -94,19 +94,19 @@ def state_text(state: str) -> Text:
 
 def counts_text(counts: Mapping[str, int]) -> Text:
     out = Text()
-    for status in _ordered(counts):
+    for status in ordered_statuses(counts):
         if out:
             out.append("  ")
         out.append(f"{status} {counts[status]}", style=_STATUS_STYLE.get(status, ""))
     return out
 
 
-def _ordered(counts: Mapping[str, int]) -> list[str]:
+def ordered_statuses(counts: Mapping[str, int]) -> list[str]:
     known = [s for s in STATUS_ORDER if counts.get(s)]
     return known + sorted(s for s in counts if s not in STATUS_ORDER and counts[s])
 
 
-def _timing(track: Mapping[str, Any], clock: float) -> str:
+def timing_text(track: Mapping[str, Any], clock: float) -> str:
     """What a person asks next about a track: when does the soak end, how long has it been running."""
     state = track["state"]
     if state in ("SOAKING", "FORCED_SOAKING") and track.get("soakEnd") is not None:
@@ -132,7 +132,7 @@ def stages_table(doc: Doc, *, clock: float) -> Table:
                 name,
                 state_text(track["state"]),
                 track.get("version") or "-",
-                _timing(track, clock),
+                timing_text(track, clock),
                 counts_text(track["counts"]),
             )
     return table
@@ -273,14 +273,14 @@ def waits_table(doc: Doc, *, clock: float | None = None) -> RenderableType:
     for where, wait in rows:
         reason = Text(wait["message"])
         if wait.get("clusters"):
-            reason.append(f"\n  clusters: {names_text(wait['clusters'], total=_named_total(wait))}", style="dim")
+            reason.append(f"\n  clusters: {names_text(wait['clusters'], total=named_total(wait))}", style="dim")
         if wait.get("until") is not None:
             reason.append(f"\n  until {until_text(wait['until'], clock=clock)}", style="dim")
         table.add_row(where, Text(wait["rule"], style="yellow"), reason)
     return table
 
 
-def _named_total(wait: Mapping[str, Any]) -> int | None:
+def named_total(wait: Mapping[str, Any]) -> int | None:
     """How many clusters a wait is about, when its list of names is capped (GATE-1, WIN)."""
     numbers = wait.get("numbers") or {}
     total = numbers.get("unavailable") if wait["rule"] == "GATE-1" else numbers.get("waiting")

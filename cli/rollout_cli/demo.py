@@ -21,6 +21,8 @@ import yaml
 from rich.console import Console
 from rich.live import Live
 
+from rollout_adapters.web_dashboard import Feed, dashboard_app
+from rollout_adapters.web_dashboard.thread_site import ThreadSite, url_of
 from rollout_cli.dashboard import (
     Attention,
     attention_table,
@@ -36,6 +38,7 @@ from rollout_common.status import TRACKS
 from rollout_planner.engine.model import TRACK_INDEXES
 from rollout_planner.engine.reasons import describe_waits, window_waits
 from rollout_planner.engine.views import cluster_status
+from rollout_planner.service.attention_rows import attention_rows
 from rollout_planner.service.status_document import status_document as planner_status
 from rollout_planner.simulation.runner import Simulator
 from rollout_planner.simulation.scenario import Scenario, ScenarioError, load_scenario
@@ -52,6 +55,10 @@ BUILTIN_CLUSTERS = 300
 # at least three clusters whatever --clusters says.
 MIN_PER_GROUP = 3
 RECENT_LINES = 6
+DASHBOARD_PORT = 8090
+# the web dashboard gets a fresh snapshot at most this often (wall seconds): a 100,000-cluster fleet
+# takes a noticeable moment to walk, the page polls every 2 s anyway
+PUBLISH_SECONDS = 0.5
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -86,6 +93,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="run to simulated time T (such as 2h or 9h10m after the start) as fast as possible, print the "
         "`rollout status` screen of that moment and exit; with --json, the status document instead",
     )
+    demo.add_argument(
+        "--dashboard-port",
+        type=int,
+        default=None,
+        metavar="P",
+        help=f"serve the web dashboard on this port (default {DASHBOARD_PORT}, or any free port when that one "
+        "is taken; 0 = any free port)",
+    )
+    demo.add_argument(
+        "--dashboard-host",
+        default="127.0.0.1",
+        metavar="H",
+        help="address the web dashboard binds (default 127.0.0.1, this machine only)",
+    )
+    demo.add_argument("--no-dashboard", action="store_true", help="no web dashboard")
+    demo.add_argument(
+        "--keep-serving",
+        action="store_true",
+        help="keep the web dashboard up after the run until Ctrl-C (the default when run from a terminal)",
+    )
     demo.set_defaults(handler=run_demo)
 
 
@@ -106,21 +133,115 @@ def run_demo(args: argparse.Namespace) -> int:
     if status_at is not None:
         return _status_at(sim, status_at, console=console, as_json=args.json)
     observer = Observer(sim)
+    web = None if args.json or args.no_dashboard else WebDashboard(sim)
+    if web is not None:
+        try:
+            url = _start_dashboard(web, host=args.dashboard_host, port=args.dashboard_port)
+        except OSError as exc:
+            print(f"error: the dashboard cannot listen on {args.dashboard_host}: {exc}", file=sys.stderr)
+            return 2
+        # stderr: stdout is the log (--no-live) or the live view
+        print(f"dashboard: {url}", file=sys.stderr, flush=True)
+    try:
+        _run(sim, observer, args=args, speed=speed, console=console, web=web)
+        # a person at a terminal gets to look at the finished rollout; a script or a pipe gets its exit
+        if web is not None and (args.keep_serving or (sys.stdin.isatty() and sys.stdout.isatty())):
+            print(
+                f"the run is over; the dashboard stays at {url_of(args.dashboard_host, web.port)} until Ctrl-C",
+                file=sys.stderr,
+                flush=True,
+            )
+            _wait_for_interrupt()
+    finally:
+        if web is not None:
+            web.stop()
+    return 0
+
+
+def _run(
+    sim: Simulator,
+    observer: Observer,
+    *,
+    args: argparse.Namespace,
+    speed: float,
+    console: Console,
+    web: WebDashboard | None,
+) -> None:
     began = time.monotonic()
+
+    def published(t: float) -> None:
+        if web is not None:
+            web.publish()
+
     if args.json:
         drive(sim, Pacer(0.0), on_step=lambda t: observer.after_step(t))
     elif args.no_live:
-        drive(sim, Pacer(speed), on_step=lambda t: _print_lines(observer.after_step(t), sim))
+
+        def logged(t: float) -> None:
+            _print_lines(observer.after_step(t), sim)
+            published(t)
+
+        drive(sim, Pacer(speed), on_step=logged)
     else:
-        _run_live(sim, observer, speed=speed, console=console)
+        _run_live(sim, observer, speed=speed, console=console, on_step=published)
     sim.finish()
+    if web is not None:
+        web.publish(force=True)
     summary = Summary.of(sim, observer, wall=time.monotonic() - began)
     if args.json:
         json.dump(summary.as_json(), sys.stdout)
         sys.stdout.write("\n")
     else:
         summary.show(console)
-    return 0
+
+
+def _start_dashboard(web: WebDashboard, *, host: str, port: int | None) -> str:
+    """On the port asked for; by default on DASHBOARD_PORT, or any free one when another demo holds it."""
+    if port is not None:
+        return web.start(host=host, port=port)
+    try:
+        return web.start(host=host, port=DASHBOARD_PORT)
+    except OSError:
+        return web.start(host=host, port=0)
+
+
+def _wait_for_interrupt() -> None:
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+
+
+class WebDashboard:
+    """The web dashboard of the demo: served from a thread, fed a snapshot of the simulation now and then."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+        self.feed = Feed()
+        self.site: ThreadSite | None = None
+        self.port = 0
+        self._published = float("-inf")
+
+    def start(self, *, host: str, port: int) -> str:
+        title = f"rollout demo · {self.sim.scenario.name} · {len(self.sim.state.clusters)} clusters"
+        self.publish(force=True)
+        self.site = ThreadSite(dashboard_app(self.feed.current, title=title), host=host, port=port)
+        self.port = self.site.start()
+        return url_of(host, self.port)
+
+    def publish(self, *, force: bool = False) -> None:
+        wall = time.monotonic()
+        if force or wall - self._published >= PUBLISH_SECONDS:
+            doc = status_document(self.sim)
+            # before the first instant the engine's clock is unset: the page shows the scenario's start
+            doc["now"] = max(float(doc["now"]), self.sim.origin)
+            self.feed.publish(doc, attention_rows(self.sim.state))
+            self._published = wall
+
+    def stop(self) -> None:
+        if self.site is not None:
+            self.site.stop()
 
 
 def _one_line(text: str) -> str:
@@ -247,7 +368,9 @@ def status_document(sim: Simulator) -> dict[str, Any]:
     return planner_status(sim.state, batch=sim.report.decisions)
 
 
-def _run_live(sim: Simulator, observer: Observer, *, speed: float, console: Console) -> None:
+def _run_live(
+    sim: Simulator, observer: Observer, *, speed: float, console: Console, on_step: Callable[[float], None]
+) -> None:
     title = f"rollout demo · {sim.scenario.name} · {len(sim.state.clusters)} clusters"
     footer = f"speed {speed:g}x, quiet stretches fast-forwarded · Ctrl-C stops" if speed else "speed: max"
     doc = status_document(sim)
@@ -264,6 +387,7 @@ def _run_live(sim: Simulator, observer: Observer, *, speed: float, console: Cons
     def stepped(t: float) -> None:
         nonlocal doc
         observer.after_step(t)
+        on_step(t)
         # at --speed 0 instants come faster than a terminal can draw: redraw at most once a frame
         if speed or time.monotonic() - last_draw >= FRAME_SECONDS:
             doc = status_document(sim)

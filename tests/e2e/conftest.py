@@ -6,7 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from browser import browser, page, screenshots
 from service_processes import ServiceProcesses
+
+__all__ = ["browser", "page", "screenshots"]  # the dashboard test's browser fixtures
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,8 +41,17 @@ def apply_fleet(document: dict[str, Any], *, tmp_path: Path, prefix: str, kafka_
     assert done.returncode == 0, done.stderr
 
 
-def start_system(services: ServiceProcesses, *, prefix: str, clusters: list[str], pace: Pace) -> None:
-    """The planner, two executors, a health reporter and the health monitor, as processes."""
+def start_system(
+    services: ServiceProcesses,
+    *,
+    prefix: str,
+    clusters: list[str],
+    pace: Pace,
+    planner_env: Mapping[str, str] | None = None,
+    executor_env: Mapping[str, str] | None = None,
+) -> None:
+    """The planner, two executors, a health reporter and the health monitor, as processes; the
+    extra variables go to the planner and to each executor on top of the defaults."""
     services.start(
         "planner",
         ["rollout_planner.service"],
@@ -51,7 +60,8 @@ def start_system(services: ServiceProcesses, *, prefix: str, clusters: list[str]
             "ROLLOUT_TIME_SCALE": str(pace.time_scale),
             "ROLLOUT_HTTP_PORT": "0",
             "ROLLOUT_POLL_TIMEOUT_S": "0.2",
-        },
+        }
+        | dict(planner_env or {}),
     )
     for number in range(2):
         services.start(
@@ -66,7 +76,8 @@ def start_system(services: ServiceProcesses, *, prefix: str, clusters: list[str]
                 "ROLLOUT_MAX_CONCURRENT_UPGRADES": str(pace.max_concurrent),
                 "ROLLOUT_LEASE_S": "3",
                 "ROLLOUT_METRICS_PORT": "0",
-            },
+            }
+            | dict(executor_env or {}),
         )
     services.start(
         "reporter",

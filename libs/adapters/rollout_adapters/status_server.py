@@ -1,5 +1,8 @@
 """`/healthz`, `/readyz` and `/metrics` over HTTP (aiohttp, which faust already brings).
 
+The planner's server also serves the read-only web dashboard (`rollout_adapters.web_dashboard`)
+when given one, on an address of its own.
+
 The one probe and metrics server of every service (planner, executor, health reporter and
 monitor): liveness and readiness are what the service's callables say, metrics are a
 Prometheus registry's exposition.
@@ -8,6 +11,7 @@ Prometheus registry's exposition.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -15,6 +19,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 def _always() -> bool:
     return True
+
+
+@dataclass(frozen=True, slots=True)
+class DashboardSite:
+    """The web dashboard's app and where it listens: its own address, localhost unless configured,
+    so the probes can bind every interface without exposing the dashboard with them."""
+
+    app: web.Application
+    host: str
+    port: int
 
 
 class StatusServer:
@@ -29,6 +43,7 @@ class StatusServer:
         registry: CollectorRegistry | None = None,
         metrics: Callable[[], bytes] | None = None,
         healthy: Callable[[], bool] = _always,
+        dashboard: DashboardSite | None = None,
     ) -> None:
         if (registry is None) == (metrics is None):
             raise ValueError("give either a registry or a metrics callable")
@@ -40,6 +55,9 @@ class StatusServer:
         self._healthy = healthy
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
+        self._dashboard = dashboard
+        self._dashboard_runner: web.AppRunner | None = None
+        self.dashboard_port: int | None = None
 
     async def start(self) -> int:
         """Listen; returns the bound port (the one chosen when asked for port 0)."""
@@ -51,12 +69,18 @@ class StatusServer:
         await self._runner.setup()
         await web.TCPSite(self._runner, self._host, self._port).start()
         self.port = int(self._runner.addresses[0][1])
+        if self._dashboard is not None:
+            self._dashboard_runner = web.AppRunner(self._dashboard.app, access_log=None)
+            await self._dashboard_runner.setup()
+            await web.TCPSite(self._dashboard_runner, self._dashboard.host, self._dashboard.port).start()
+            self.dashboard_port = int(self._dashboard_runner.addresses[0][1])
         return self.port
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        for runner in (self._dashboard_runner, self._runner):
+            if runner is not None:
+                await runner.cleanup()
+        self._runner = self._dashboard_runner = None
 
     def _exposition(self) -> bytes:
         assert self._registry is not None
@@ -81,4 +105,4 @@ def _closing(response: web.Response) -> web.Response:
     return response
 
 
-__all__ = ["StatusServer"]
+__all__ = ["DashboardSite", "StatusServer"]

@@ -17,6 +17,7 @@ from rollout_planner.engine import EngineState
 from rollout_planner.service import initial_state
 from rollout_planner.service.checkpoint import CLOCK_ORIGIN_KEY
 from rollout_planner.service.clock import ScaledClock
+from rollout_planner.service.dashboard_feed import dashboard_site
 from rollout_planner.service.planner import InitialState, Planner
 from rollout_planner.service.settings import PlannerSettings
 
@@ -65,9 +66,10 @@ async def serve(settings: PlannerSettings) -> None:
                 healthy=lambda: not task.done(),
                 ready=lambda: planner.ready,
                 metrics=planner.metrics.exposition,
+                dashboard=dashboard_site(settings, planner),
             )
             port = await probes.start()
-            log.info("probes listening", extra={"port": port})
+            log.info("probes listening", extra={"port": port, "dashboard_port": probes.dashboard_port})
         await task
     finally:
         if probes is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from rollout_common.connection_settings import RedisServiceSettings, load
 
@@ -36,6 +36,19 @@ class PlannerSettings(RedisServiceSettings):
     )
     http_port: int = Field(default=8080, ge=0, le=65535, description="health and metrics port; 0 disables")
     http_host: str = Field(default="0.0.0.0", description="address the health and metrics port binds")
+    dashboard_port: int = Field(
+        default=0, ge=0, le=65535, description="read-only web dashboard port, such as 8090 (docs/dashboard.md); 0: none"
+    )
+    dashboard_host: str = Field(
+        default="127.0.0.1", description="address the dashboard binds: this machine only unless set"
+    )
+    dashboard_token: SecretStr | None = Field(
+        default=None, description="secret: when set, the dashboard wants `Authorization: Bearer <token>`"
+    )
+    dashboard_username: str | None = Field(default=None, description="user of the dashboard's basic auth")
+    dashboard_password: SecretStr | None = Field(
+        default=None, description="secret: when set, the dashboard wants basic auth with this user and password"
+    )
     retry_backoff_s: float = Field(default=1.0, gt=0, description="first wait after a transient failure")
     retry_backoff_max_s: float = Field(default=15.0, gt=0)
     snapshot_every_batches: int = Field(
