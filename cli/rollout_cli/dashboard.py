@@ -23,23 +23,20 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
-from rollout_common.duration import format_duration
+from rollout_common.status_words import (
+    TRACK_NAMES,
+    clock_text,
+    named_total,
+    names_text,
+    ordered_statuses,
+    partition_counts,
+    timing_text,
+    until_text,
+    wait_lines,
+)
 
 Doc = Mapping[str, Any]
 
-TRACK_NAMES = ("controlPlane", "nodes")
-# STAT-1 statuses in the order a person scans them: finished first, then moving, then stuck.
-STATUS_ORDER = (
-    "COMPLETE",
-    "SKIPPED_NEWER",
-    "IN_PROGRESS",
-    "NOT_READY",
-    "OUT_OF_SYNC",
-    "PENDING",
-    "PAUSED",
-    "FAILED",
-    "INELIGIBLE",
-)
 _STATE_STYLE = {
     "PENDING": "dim",
     "IN_PROGRESS": "bold cyan",
@@ -61,10 +58,8 @@ _STATUS_STYLE = {
     "SKIPPED_NEWER": "green",
 }
 _BAR_WIDTH = 12
-MAX_UPGRADE_SECONDS = 30 * 86400  # SOAK-4: a track force-soaks this long after it started
 # a live view must fit a 40-row terminal: header-rule-only tables, a few recent events
 _LIVE_BOX = box.SIMPLE_HEAD
-_NAMES_SHOWN = 6
 MAX_PARTITION_ROWS = 8
 _ATTENTION_ROWS = 5
 NAMES_LISTED = 20  # the status document's cap per list of cluster names
@@ -80,14 +75,6 @@ class Attention:
     reason: str
 
 
-def clock_text(epoch: float, *, origin: float | None = None) -> str:
-    """`2026-01-05 09:10 UTC` and, when the run's start is known, `(T+1h10m)`."""
-    moment = dt.datetime.fromtimestamp(epoch, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    if origin is None:
-        return moment
-    return f"{moment} (T+{format_duration(max(0.0, epoch - origin))})"
-
-
 def state_text(state: str) -> Text:
     return Text(state, style=_STATE_STYLE.get(state, ""))
 
@@ -99,25 +86,6 @@ def counts_text(counts: Mapping[str, int]) -> Text:
             out.append("  ")
         out.append(f"{status} {counts[status]}", style=_STATUS_STYLE.get(status, ""))
     return out
-
-
-def ordered_statuses(counts: Mapping[str, int]) -> list[str]:
-    known = [s for s in STATUS_ORDER if counts.get(s)]
-    return known + sorted(s for s in counts if s not in STATUS_ORDER and counts[s])
-
-
-def timing_text(track: Mapping[str, Any], clock: float) -> str:
-    """What a person asks next about a track: when does the soak end, how long has it been running."""
-    state = track["state"]
-    if state in ("SOAKING", "FORCED_SOAKING") and track.get("soakEnd") is not None:
-        return f"soak ends in {format_duration(max(0.0, track['soakEnd'] - clock))}"
-    if state in ("IN_PROGRESS", "PAUSED") and track.get("startedAt") is not None:
-        return f"running {format_duration(max(0.0, clock - track['startedAt']))}"
-    if state == "COMPLETE" and track.get("qualified"):
-        return "qualified downstream"  # the version column shows which version
-    if state == "STUCK":
-        return str(track.get("reason") or "")
-    return ""
 
 
 def stages_table(doc: Doc, *, clock: float) -> Table:
@@ -148,17 +116,6 @@ def partition_bar(*, size: int, done: int, not_ready: int, width: int = _BAR_WID
     bar.append("█" * not_ready_w, style="yellow")
     bar.append("░" * (width - done_w - not_ready_w), style="grey50")
     return bar
-
-
-def partition_counts(partition: Mapping[str, Any]) -> tuple[int, int, int]:
-    """(done, not ready, waiting) for one track of one partition (STAT-3 numbers).
-
-    `unavailable` is per cluster (either track), `notDone` per track; an unavailable cluster is never
-    done, so the not-ready share is capped by notDone and the rest of notDone is still waiting.
-    """
-    size, not_done = partition["clusters"], partition["notDone"]
-    not_ready = min(partition["unavailable"], not_done)
-    return size - not_done, not_ready, not_done - not_ready
 
 
 def _partition_cell(partition: Mapping[str, Any], *, reached: bool) -> Text:
@@ -224,44 +181,6 @@ def partitions_table(doc: Doc) -> Table:
     return table
 
 
-def names_text(names: Sequence[str], *, shown: int = _NAMES_SHOWN, total: int | None = None) -> str:
-    """The first names, and how many more there are (`total` when the list itself was capped)."""
-    total = max(len(names), total or 0)
-    extra = f" +{total - min(shown, len(names))} more" if total > shown else ""
-    return ", ".join(names[:shown]) + extra
-
-
-def wait_lines(doc: Doc) -> list[tuple[str, Mapping[str, Any]]]:
-    """Every current wait as (stage/track, wait), in stage order (STAT-5)."""
-    out: list[tuple[str, Mapping[str, Any]]] = []
-    for stage in doc["stages"]:
-        for name in TRACK_NAMES:
-            track = stage["tracks"][name]
-            waits = list(track["waits"]) or _failure_hold(track)
-            out += [(f"{stage['name']}/{name}", wait) for wait in waits]
-    return out
-
-
-def _failure_hold(track: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A running track with no gate closed but failed clusters is held by them until SOAK-4.
-
-    The engine records no wait for this (its waits are about handing out batches), yet it is the
-    answer to "why is this stage not soaking?", so the view says it.
-    """
-    failed = track["counts"].get("FAILED", 0)
-    if track["state"] != "IN_PROGRESS" or not failed or track.get("startedAt") is None:
-        return []
-    forced_at = clock_text(track["startedAt"] + MAX_UPGRADE_SECONDS)
-    return [
-        {
-            "rule": "FAILED",
-            "clusters": (),
-            "message": f"{failed} failed upgrade(s) keep the track from finishing; it soaks anyway at "
-            f"{forced_at}, 30 days after it started (SOAK-4)",
-        }
-    ]
-
-
 def waits_table(doc: Doc, *, clock: float | None = None) -> RenderableType:
     rows = wait_lines(doc)
     if not rows:
@@ -278,21 +197,6 @@ def waits_table(doc: Doc, *, clock: float | None = None) -> RenderableType:
             reason.append(f"\n  until {until_text(wait['until'], clock=clock)}", style="dim")
         table.add_row(where, Text(wait["rule"], style="yellow"), reason)
     return table
-
-
-def named_total(wait: Mapping[str, Any]) -> int | None:
-    """How many clusters a wait is about, when its list of names is capped (GATE-1, WIN)."""
-    numbers = wait.get("numbers") or {}
-    total = numbers.get("unavailable") if wait["rule"] == "GATE-1" else numbers.get("waiting")
-    return total if isinstance(total, int) else None
-
-
-def until_text(epoch: float, *, clock: float | None) -> str:
-    """`2026-01-05 09:10 UTC (in 1h10m)`; the countdown only when the current clock is known."""
-    moment = clock_text(epoch)
-    if clock is None:
-        return moment
-    return f"{moment} (in {format_duration(max(0.0, epoch - clock))})"
 
 
 def rollouts_text(doc: Doc, *, clock: float | None = None, limit: int = 3) -> Text:

@@ -26,15 +26,14 @@ from rollout_adapters.web_dashboard.thread_site import ThreadSite, url_of
 from rollout_cli.dashboard import (
     Attention,
     attention_table,
-    clock_text,
     dashboard,
-    names_text,
     status_view,
     summary_table,
 )
 from rollout_common.commands import Command, Notice, RolloutTransition, StageAdvance, StageTransition, Wait
 from rollout_common.duration import format_duration, parse_duration
 from rollout_common.status import TRACKS
+from rollout_common.status_words import clock_text, names_text
 from rollout_planner.engine.model import TRACK_INDEXES
 from rollout_planner.engine.reasons import describe_waits, window_waits
 from rollout_planner.engine.views import cluster_status

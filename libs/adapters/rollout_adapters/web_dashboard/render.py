@@ -12,7 +12,7 @@ from typing import Any
 
 from rollout_adapters.web_dashboard.feed import ATTENTION_KINDS, ClusterQuery, ClusterRow, Snapshot, page_of
 from rollout_adapters.web_dashboard.timeline import css_token, timeline_svg
-from rollout_cli.dashboard import (
+from rollout_common.status_words import (
     TRACK_NAMES,
     clock_text,
     named_total,

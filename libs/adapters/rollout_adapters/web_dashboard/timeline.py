@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from rollout_cli.dashboard import TRACK_NAMES
+from rollout_common.status_words import TRACK_NAMES
 
 _LABEL_W = 150
 _WIDTH = 900

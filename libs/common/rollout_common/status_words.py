@@ -1,0 +1,121 @@
+"""How the status document is put into words, shared by `rollout status` and the web dashboard.
+
+Plain strings only (no terminal styling, no HTML), so a wait reads the same wherever it is shown.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rollout_common.duration import format_duration
+
+Doc = Mapping[str, Any]
+
+TRACK_NAMES = ("controlPlane", "nodes")
+# STAT-1 statuses in the order a person scans them: finished first, then moving, then stuck.
+STATUS_ORDER = (
+    "COMPLETE",
+    "SKIPPED_NEWER",
+    "IN_PROGRESS",
+    "NOT_READY",
+    "OUT_OF_SYNC",
+    "PENDING",
+    "PAUSED",
+    "FAILED",
+    "INELIGIBLE",
+)
+MAX_UPGRADE_SECONDS = 30 * 86400  # SOAK-4: a track force-soaks this long after it started
+NAMES_SHOWN = 6
+
+
+def clock_text(epoch: float, *, origin: float | None = None) -> str:
+    """`2026-01-05 09:10 UTC` and, when the run's start is known, `(T+1h10m)`."""
+    moment = dt.datetime.fromtimestamp(epoch, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    if origin is None:
+        return moment
+    return f"{moment} (T+{format_duration(max(0.0, epoch - origin))})"
+
+
+def ordered_statuses(counts: Mapping[str, int]) -> list[str]:
+    known = [s for s in STATUS_ORDER if counts.get(s)]
+    return known + sorted(s for s in counts if s not in STATUS_ORDER and counts[s])
+
+
+def timing_text(track: Mapping[str, Any], clock: float) -> str:
+    """What a person asks next about a track: when does the soak end, how long has it been running."""
+    state = track["state"]
+    if state in ("SOAKING", "FORCED_SOAKING") and track.get("soakEnd") is not None:
+        return f"soak ends in {format_duration(max(0.0, track['soakEnd'] - clock))}"
+    if state in ("IN_PROGRESS", "PAUSED") and track.get("startedAt") is not None:
+        return f"running {format_duration(max(0.0, clock - track['startedAt']))}"
+    if state == "COMPLETE" and track.get("qualified"):
+        return "qualified downstream"  # the version column shows which version
+    if state == "STUCK":
+        return str(track.get("reason") or "")
+    return ""
+
+
+def partition_counts(partition: Mapping[str, Any]) -> tuple[int, int, int]:
+    """(done, not ready, waiting) for one track of one partition (STAT-3 numbers).
+
+    `unavailable` is per cluster (either track), `notDone` per track; an unavailable cluster is never
+    done, so the not-ready share is capped by notDone and the rest of notDone is still waiting.
+    """
+    size, not_done = partition["clusters"], partition["notDone"]
+    not_ready = min(partition["unavailable"], not_done)
+    return size - not_done, not_ready, not_done - not_ready
+
+
+def names_text(names: Sequence[str], *, shown: int = NAMES_SHOWN, total: int | None = None) -> str:
+    """The first names, and how many more there are (`total` when the list itself was capped)."""
+    total = max(len(names), total or 0)
+    extra = f" +{total - min(shown, len(names))} more" if total > shown else ""
+    return ", ".join(names[:shown]) + extra
+
+
+def wait_lines(doc: Doc) -> list[tuple[str, Mapping[str, Any]]]:
+    """Every current wait as (stage/track, wait), in stage order (STAT-5)."""
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    for stage in doc["stages"]:
+        for name in TRACK_NAMES:
+            track = stage["tracks"][name]
+            waits = list(track["waits"]) or _failure_hold(track)
+            out += [(f"{stage['name']}/{name}", wait) for wait in waits]
+    return out
+
+
+def _failure_hold(track: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A running track with no gate closed but failed clusters is held by them until SOAK-4.
+
+    The engine records no wait for this (its waits are about handing out batches), yet it is the
+    answer to "why is this stage not soaking?", so the view says it.
+    """
+    failed = track["counts"].get("FAILED", 0)
+    if track["state"] != "IN_PROGRESS" or not failed or track.get("startedAt") is None:
+        return []
+    forced_at = clock_text(track["startedAt"] + MAX_UPGRADE_SECONDS)
+    return [
+        {
+            "rule": "FAILED",
+            "clusters": (),
+            "message": f"{failed} failed upgrade(s) keep the track from finishing; it soaks anyway at "
+            f"{forced_at}, 30 days after it started (SOAK-4)",
+        }
+    ]
+
+
+def named_total(wait: Mapping[str, Any]) -> int | None:
+    """How many clusters a wait is about, when its list of names is capped (GATE-1, WIN)."""
+    numbers = wait.get("numbers") or {}
+    total = numbers.get("unavailable") if wait["rule"] == "GATE-1" else numbers.get("waiting")
+    return total if isinstance(total, int) else None
+
+
+def until_text(epoch: float, *, clock: float | None) -> str:
+    """`2026-01-05 09:10 UTC (in 1h10m)`; the countdown only when the current clock is known."""
+    moment = clock_text(epoch)
+    if clock is None:
+        return moment
+    return f"{moment} (in {format_duration(max(0.0, epoch - clock))})"
