@@ -265,6 +265,7 @@ class Planner:
             log.error("event set aside", extra={"kind": rejected.event.kind, "error": cause, "offset": record.offset})
         for event in found.applied:
             self.metrics.events_applied.labels(kind=event.kind).inc()
+        self.metrics.batches_emitted.inc(sum(isinstance(c, StageAdvance) for c in found.commands))
         self.metrics.observe_commands(found.commands)
         return found.commands, [e for e in events if not any(e is r.event for r in found.rejected)]
 
