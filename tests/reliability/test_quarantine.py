@@ -135,8 +135,9 @@ async def test_the_planner_sets_aside_an_event_its_decision_raises_on_and_decide
         assert await _restored(kafka_bootstrap, redis_url, prefix) == before_restart
     finally:
         await _forget(redis_url, prefix)
-    assert _seq6(found) == ["can-3", "can-4"]  # each applied once, around the poison
-    assert _seq6(after) == ["can-3", "can-4", "can-5"]
+    # each applied once, around the poison (notices may sit on several partitions: order aside)
+    assert sorted(_seq6(found)) == ["can-3", "can-4"]
+    assert sorted(_seq6(after)) == ["can-3", "can-4", "can-5"]
     _, poison_headers, poison_meta = sent[f"{POISON}-1"]
     assert letter.key == b"batch"
     assert letter.value == sent[f"{POISON}-1"][0]
