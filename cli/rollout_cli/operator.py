@@ -494,8 +494,10 @@ def _apply_event(model: ProgressModel, record: Record) -> str:
         meta, event = envelope.decode(record.value, record.headers, PROGRESS.models)
     except InvalidInputError:
         return line
-    at = _epoch(meta.time)
-    model.apply(event.model_dump(mode="json", by_alias=True), at=at)
+    try:
+        model.apply(event.model_dump(mode="json", by_alias=True), at=_epoch(meta.time))
+    except Exception as exc:  # an event the screen cannot place must not end the watch (BUS-4)
+        return f"{line} (not shown on the screen: {type(exc).__name__})"
     return line
 
 

@@ -15,7 +15,7 @@ from rollout_cli.dashboard import ProgressModel, status_view
 from rollout_cli.demo import builtin_scenario, status_document
 from rollout_cli.main import main
 from rollout_common import envelope
-from rollout_common.commands import Command, WakeAt
+from rollout_common.commands import Command, Notice, WakeAt
 from rollout_common.topics import ALL
 from rollout_common.topics.catalog import PROGRESS
 from rollout_planner.simulation.runner import Simulator
@@ -111,3 +111,55 @@ def test_watch_draws_the_status_screen_from_events(
     assert f"rollout watch · {prefix}rollout.progress" in screen
     assert "1 earlier partition(s) NotReady (canary) > maxUnavailablePartitions 0" in screen
     assert "Latest events" in screen
+
+
+async def _publish_bad_progress(bootstrap: str, prefix: str) -> list[str]:
+    """Bad records then one good notice on the progress topic, one partition (one key) so in order;
+    returns the line `rollout watch --plain` must print for each."""
+    good = Notice(code="SEQ-6", message="cluster c-1 joined canary", cluster="c-1", stage="canary")
+    value, headers = envelope.encode(good, event_id="n-1", source="test", at=1_767_225_600.0)
+    inner = value.decode()[1:-1]
+    bad = [
+        (b"\x00{not json", headers, "value is not JSON: "),
+        (
+            ("{" + '"n": ' + "9" * 5000 + ", " + inner + "}").encode(),
+            headers,
+            "value exceeds a bound: a number of 5000",
+        ),
+        (b"[" * 10_000 + b"]" * 10_000, headers, "value exceeds a bound: nesting 10000 deep (limit 32)"),
+        (("{" + '"n": NaN, ' + inner + "}").encode(), headers, "value holds NaN, which JSON does not allow"),
+        (value, {}, "missing CloudEvents header(s): ce_specversion, ce_id, ce_source, ce_type; send"),
+        (value, dict(headers, ce_type=b"io.rollout.bogus.v1"), "ce_type 'io.rollout.bogus.v1' is not one of"),
+    ]
+    bus = KafkaBus(bootstrap, client_id=f"{prefix}test")
+    try:
+        await bus.ensure_topics([t.spec(prefix) for t in ALL])
+        for raw, hdrs, _ in bad:
+            await bus.publish(prefix + PROGRESS.name, key=b"one", value=raw, headers=hdrs)
+        await bus.publish(prefix + PROGRESS.name, key=b"one", value=value, headers=headers)
+    finally:
+        await bus.close()
+    return [f"(unreadable progress event: {reason}" for _, _, reason in bad]
+
+
+@pytest.mark.integration
+def test_watch_goes_on_past_records_it_cannot_read(
+    kafka_bootstrap: str, topic_prefix: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BUS-4 for a follower: each bad record is one line saying why, then the good event is shown,
+    in the plain listing and on the status screen."""
+    prefix = topic_prefix + "."
+    expected = asyncio.run(_publish_bad_progress(kafka_bootstrap, prefix))
+    argv = ["watch", "--plain", "--from-beginning", "--count", str(len(expected) + 1)]
+    assert main([*argv, "--bootstrap", kafka_bootstrap, "--topic-prefix", prefix]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(expected) + 1
+    for line, start in zip(lines, expected, strict=False):
+        assert line.startswith(start), (line, start)
+    assert "notice" in lines[-1] and "code=SEQ-6" in lines[-1]
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setenv("COLUMNS", "200")
+    argv = ["watch", "--from-beginning", "--count", str(len(expected) + 1), "--redis", NO_REDIS]
+    assert main([*argv, "--bootstrap", kafka_bootstrap, "--topic-prefix", prefix]) == 0
+    screen = " ".join(_ANSI.sub("", capsys.readouterr().out).split())
+    assert "unreadable progress event: value exceeds a bound: nesting 10000 deep" in screen

@@ -67,15 +67,16 @@ async def monitor(outbox: RecordingOutbox, clock: FakeClock) -> AsyncIterator[He
         consumer._thread.thread_loop.close()
 
 
-def _heartbeat(cluster: str, ready: bool) -> tuple[bytes, dict[str, bytes]]:
-    return encode(Heartbeat(cluster=cluster, ready=ready, observed_at=0.0), event_id="x", source="test", at=0.0)
+def _heartbeat(cluster: str, ready: bool, at: float = 1000.0) -> tuple[bytes, dict[str, bytes]]:
+    """A heartbeat observed at `at` (the monitor's clock starts at 1000)."""
+    return encode(Heartbeat(cluster=cluster, ready=ready, observed_at=at), event_id="x", source="test", at=at)
 
 
 async def test_only_changes_are_published(monitor: HealthMonitor, outbox: RecordingOutbox) -> None:
     raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
     async with monitor.agent.test_context(channel=raw) as agent:
         for at, (cluster, ready) in enumerate([("c1", True), ("c1", True), ("c2", False), ("c1", False)]):
-            value, headers = _heartbeat(cluster, ready)
+            value, headers = _heartbeat(cluster, ready, 1000.0 + at)
             await agent.put(value, key=cluster.encode(), headers=headers, timestamp=1000.0 + at)
     assert outbox.readiness() == [
         ("c1", True, "reported ready"),
@@ -93,13 +94,13 @@ async def test_a_silent_cluster_is_marked_stale_once_then_recovers(
     raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
     async with monitor.agent.test_context(channel=raw) as agent:
         for cluster, at in (("c1", 1000.0), ("c2", 1025.0)):
-            value, headers = _heartbeat(cluster, True)
+            value, headers = _heartbeat(cluster, True, at)
             await agent.put(value, key=cluster.encode(), headers=headers, timestamp=at)
         clock.now = 1040.0
         stale = await monitor.check_staleness()
         assert [(r.cluster, r.ready, r.reason) for r in stale] == [("c1", False, "stale: no heartbeat for 40 s")]
         assert await monitor.check_staleness() == []  # announced once
-        value, headers = _heartbeat("c1", True)
+        value, headers = _heartbeat("c1", True, 1041.0)
         await agent.put(value, key=b"c1", headers=headers, timestamp=1041.0)
     assert outbox.readiness()[-2:] == [("c1", False, "stale: no heartbeat for 40 s"), ("c1", True, "reported ready")]
     assert _sample(monitor, "rollout_health_stale_marks_total") == 1
@@ -153,3 +154,55 @@ async def test_readiness_is_said_again_each_republish_interval_without_a_change(
         consumer = made.app._consumer
         if consumer is not None:
             consumer._thread.thread_loop.close()
+
+
+async def test_readiness_carries_the_heartbeats_observation_time(
+    monitor: HealthMonitor, outbox: RecordingOutbox
+) -> None:
+    """BUS-7: the time a cluster was observed, not the time the record arrived, travels on."""
+    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    async with monitor.agent.test_context(channel=raw) as agent:
+        value, headers = _heartbeat("c1", True, 990.5)
+        await agent.put(value, key=b"c1", headers=headers, timestamp=1000.0)
+    [(_, _, body, sent_headers)] = [sent for sent in outbox.sent if sent[0] == READINESS.name]
+    _, readiness = decode(body, sent_headers, READINESS.models)
+    assert isinstance(readiness, Readiness) and readiness.observed_at == 990.5
+    assert monitor.table["c1"]["published_observed_at"] == 990.5
+
+
+async def test_a_heartbeat_stamped_beyond_the_future_bound_is_dead_lettered(
+    monitor: HealthMonitor, outbox: RecordingOutbox
+) -> None:
+    """BUS-7: 31 s ahead of the monitor's clock is refused (bound 30 s by default), 29 s accepted:
+    a heartbeat from the future would keep its cluster from ever going stale."""
+    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    async with monitor.agent.test_context(channel=raw) as agent:
+        for cluster, at in (("c1", 1031.0), ("c2", 1029.0)):
+            value, headers = _heartbeat(cluster, True, at)
+            await agent.put(value, key=cluster.encode(), headers=headers, timestamp=1000.0)
+    [(_, key, _, headers)] = [sent for sent in outbox.sent if sent[0] == DEAD_LETTER.name]
+    assert key == b"c1"
+    assert headers["dlq_reason"] == (
+        b"invalid Heartbeat: observedAt is 31 s ahead of the monitor's clock (limit max_future_skew_s=30); "
+        b"check the reporter's clock"
+    )
+    assert outbox.readiness() == [("c2", True, "reported ready")]
+    assert "c1" not in monitor.table
+
+
+async def test_staleness_counts_from_the_observation(
+    monitor: HealthMonitor, outbox: RecordingOutbox, clock: FakeClock
+) -> None:
+    """BUS-7: a heartbeat observed at 1000 but delivered at 1039 is 40 s old at 1040 (limit 30)."""
+    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    async with monitor.agent.test_context(channel=raw) as agent:
+        value, headers = _heartbeat("c1", True, 1000.0)
+        await agent.put(value, key=b"c1", headers=headers, timestamp=1039.0)
+        clock.now = 1040.0
+        [stale] = await monitor.check_staleness()
+    assert (stale.cluster, stale.ready, stale.reason, stale.observed_at) == (
+        "c1",
+        False,
+        "stale: no heartbeat for 40 s",
+        1040.0,
+    )

@@ -68,9 +68,10 @@ class Heartbeats:
         self._producer = producer
         self._topic = topic
 
-    async def send(self, cluster: str, *, ready: bool, detail: str | None = None) -> None:
+    async def send(self, cluster: str, *, ready: bool, detail: str | None = None, age_s: float = 0.0) -> None:
+        """A heartbeat observed `age_s` before it is sent."""
         now = time.time()
-        heartbeat = Heartbeat(cluster=cluster, ready=ready, observed_at=now, reporter="test", detail=detail)
+        heartbeat = Heartbeat(cluster=cluster, ready=ready, observed_at=now - age_s, reporter="test", detail=detail)
         value, headers = encode(heartbeat, event_id=f"{cluster}-{now}", source="test", at=now)
         await self._producer.send_and_wait(self._topic, value, key=cluster.encode(), headers=list(headers.items()))
 
@@ -215,6 +216,30 @@ async def test_bad_heartbeats_are_dead_lettered_with_a_reason_and_the_monitor_go
     )
     assert counted == len(cases)
     assert monitor_process.poll() is None, "the monitor stopped"
+
+
+async def test_staleness_counts_from_when_a_heartbeat_was_observed_not_when_it_arrived(
+    kafka_bootstrap: str, topic_prefix: str, monitor_process: subprocess.Popen[bytes], heartbeats: Heartbeats
+) -> None:
+    """BUS-7: a heartbeat observed 100 s ago and delivered now becomes readiness carrying that
+    observation time, and its cluster is stale at once (limit 6 s), silent for about 100 s."""
+    prefix = f"{topic_prefix}."
+    await _topics_exist(kafka_bootstrap, {prefix + t.name for t in (HEARTBEATS, READINESS, DEAD_LETTER)})
+    before = time.time()
+    await heartbeats.send("c3", ready=True, age_s=100)
+    found = await _read_all(kafka_bootstrap, prefix + READINESS.name, want=2)
+    changes = []
+    for message in found:
+        _, change = decode(message.value or b"", dict(message.headers), READINESS.models)
+        assert isinstance(change, Readiness)
+        changes.append(change)
+    [ready, stale] = changes
+    assert (ready.cluster, ready.ready, ready.reason) == ("c3", True, "reported ready")
+    assert ready.observed_at is not None and before - 101 < ready.observed_at < before - 99
+    assert (stale.cluster, stale.ready) == ("c3", False)
+    silent_s = int(str(stale.reason).removeprefix("stale: no heartbeat for ").removesuffix(" s"))
+    assert 100 <= silent_s <= 110, stale.reason
+    assert stale.observed_at is not None and stale.observed_at >= before
 
 
 async def _read_all(bootstrap: str, topic: str, *, want: int, timeout_s: float = 60.0) -> list:  # type: ignore[type-arg]

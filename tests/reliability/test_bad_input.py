@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,20 +27,30 @@ import pytest
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaProducer
 from canary_prod import NEW, OLD, canary_prod_fleet, canary_prod_state
+from poison import POISON, poison_reason, poisoned_decide
 from pydantic import BaseModel
 from topic_reader import Message, bodies, read_topic
 
-from rollout_adapters.kafka_bus import KafkaBus
+from rollout_adapters.kafka_bus import KafkaBus, UnreadableRecordError
 from rollout_adapters.redis_store import RedisStore
 from rollout_common import envelope
 from rollout_common.commands import StageAdvance
 from rollout_common.envelope import MAX_VALUE_BYTES
-from rollout_common.events import InventoryChange, OperatorCommand, Readiness, ReleaseTarget, UpgradeResult
+from rollout_common.events import (
+    InventoryChange,
+    OperatorCommand,
+    Readiness,
+    ReleaseTarget,
+    UpgradeResult,
+)
 from rollout_common.fleet import Cluster
+from rollout_common.heartbeat import Heartbeat
+from rollout_common.json_bounds import MAX_DEPTH, MAX_NUMBER_CHARS, MAX_STRING_BYTES
 from rollout_common.status import Track
 from rollout_common.topics import ALL
 from rollout_common.topics.catalog import (
     DEAD_LETTER,
+    HEARTBEATS,
     INVENTORY,
     OPERATOR_COMMANDS,
     PROGRESS,
@@ -48,14 +61,18 @@ from rollout_common.topics.catalog import (
     TopicDef,
 )
 from rollout_executor.drivers.command import CommandDriver
+from rollout_executor.drivers.port import DriverOutcome
 from rollout_executor.executor import Executor
 from rollout_executor.ledger import UpgradeLedger
 from rollout_executor.metrics import ExecutorMetrics
 from rollout_executor.service import ExecutorService
 from rollout_executor.settings import CommandDriverSettings, ExecutorSettings
+from rollout_executor.target import UpgradeTarget
 from rollout_planner.engine import EngineState
+from rollout_planner.engine import decide as engine_decide
 from rollout_planner.service.clock import ManualClock
 from rollout_planner.service.planner import Planner
+from rollout_planner.service.quarantine import Decide
 from rollout_planner.service.settings import PlannerSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -115,6 +132,58 @@ def _generic(topic: TopicDef, good: BaseModel) -> list[Case]:
         ),
         Case("bad-specversion", value, dict(headers, ce_specversion=b"0.3"), reason="ce_specversion '0.3'"),
         Case("header-not-utf8", value, dict(headers, ce_source=b"\xff\xfe"), reason="a header is not UTF-8"),
+        *_bounded(body, headers),
+    ]
+
+
+def _bounded(body: dict[str, Any], headers: dict[str, bytes]) -> list[Case]:
+    """Records that crashed the consumers before decoding had bounds (BUS-4): each exceeds one."""
+    text = json.dumps(body)
+    inner = text[1:-1]
+    return [
+        Case(
+            "huge-integer",
+            ('{"n": ' + "9" * 5000 + ", " + inner + "}").encode(),
+            headers,
+            reason=f"value exceeds a bound: a number of 5000 characters (limit {MAX_NUMBER_CHARS})",
+        ),
+        Case(
+            "deep-nesting",
+            b"[" * 10_000 + b"]" * 10_000,
+            headers,
+            reason=f"value exceeds a bound: nesting 10000 deep (limit {MAX_DEPTH})",
+        ),
+        Case("nan", ('{"n": NaN, ' + inner + "}").encode(), headers, reason="value holds NaN, which JSON does not"),
+        Case(
+            "infinity",
+            ('{"n": -Infinity, ' + inner + "}").encode(),
+            headers,
+            reason="value holds -Infinity, which JSON does not",
+        ),
+        Case(
+            "long-string",
+            ('{"n": "' + "x" * 70_000 + '", ' + inner + "}").encode(),
+            headers,
+            reason=f"value exceeds a bound: a string of 70002 bytes (limit {MAX_STRING_BYTES})",
+        ),
+        Case(
+            "content-type-not-utf8",
+            text.encode(),
+            dict(headers, **{"content-type": b"\xc3\x28"}),
+            reason="a header is not UTF-8: 'content-type'",
+        ),
+        Case(
+            "structured-without-data",
+            json.dumps({k[3:]: v.decode() for k, v in headers.items() if k.startswith("ce_")}).encode(),
+            {"content-type": b"application/cloudevents+json"},
+            reason="structured CloudEvent without data",
+        ),
+        Case(
+            "neither-mode",
+            text.encode(),
+            {"content-type": b"application/json"},
+            reason="or in structured mode (header content-type: application/cloudevents+json",
+        ),
     ]
 
 
@@ -153,9 +222,26 @@ def _letters(records: list[Message]) -> dict[str, str]:
 # -- the planner ----------------------------------------------------------------------------------
 
 
+def _poison(topic: TopicDef, command_id: str) -> Case:
+    """A valid record whose event makes the planner's decision raise."""
+    name = f"{POISON}-1"
+    model: BaseModel
+    if topic is RELEASE_TARGETS:
+        model = _release(name)
+    elif topic is OPERATOR_COMMANDS:
+        model = OperatorCommand(command_id=name, action="pause", all_rollouts=True)
+    elif topic is UPGRADE_RESULTS:
+        model = _result(command_id, name, "succeeded")
+    elif topic is READINESS:
+        model = Readiness(cluster=name, ready=True)
+    else:
+        model = InventoryChange(action="upsert", cluster=Cluster(name=name, labels={"env": "canary"}, version=OLD))
+    return Case("handler-raises", *_encoded(model, name), reason=poison_reason(model.kind))
+
+
 @contextlib.asynccontextmanager
 async def _planner(
-    bootstrap: str, redis_url: str, prefix: str, *, keep_store: bool = False
+    bootstrap: str, redis_url: str, prefix: str, *, keep_store: bool = False, decide: Decide = engine_decide
 ) -> AsyncIterator[tuple[Planner, asyncio.Task[None]]]:
     bus = KafkaBus(bootstrap, client_id=f"{prefix}planner")
     store = RedisStore(redis_url, namespace=prefix)
@@ -166,7 +252,9 @@ async def _planner(
     async def initial() -> EngineState:
         return canary_prod_state("bad")
 
-    planner = Planner(bus=bus, store=store, settings=settings, clock=ManualClock(START), initial_state=initial)
+    planner = Planner(
+        bus=bus, store=store, settings=settings, clock=ManualClock(START), initial_state=initial, decide=decide
+    )
     task = asyncio.create_task(planner.run())
     try:
         yield planner, task
@@ -336,7 +424,7 @@ async def test_the_planner_survives_bad_input(
     admin = KafkaBus(kafka_bootstrap, client_id=f"{prefix}admin")
     await admin.ensure_topics([t.spec(prefix) for t in ALL])
     await admin.close()
-    async with _planner(kafka_bootstrap, redis_url, prefix) as (planner, task):
+    async with _planner(kafka_bootstrap, redis_url, prefix, decide=poisoned_decide) as (planner, task):
         # A running rollout first, so commands, results and readiness have something to act on.
         value, headers = _encoded(_release("rel-1"), "rel-1")
         await _produce_all(kafka_bootstrap, prefix + RELEASE_TARGETS.name, [(b"regular", value, headers)])
@@ -350,7 +438,7 @@ async def test_the_planner_survives_bad_input(
             await _produce_all(kafka_bootstrap, prefix + topic.name, [(b"can-1", value, headers)])
 
         specific, good, processed = _planner_cases(topic, command_id)
-        cases = _generic(topic, good) + specific
+        cases = [*_generic(topic, good), *specific, _poison(topic, command_id)]
         records = [(case.name.encode(), case.value, case.headers) for case in cases]
         good_value, good_headers = _encoded(good, "good-1")
         records.append((b"good", good_value, good_headers))
@@ -402,6 +490,20 @@ _PROGRAM = (
 )
 
 
+class RaisingDriver:
+    """The command driver, except that it raises for `c-raise`, as a driver with a bug would."""
+
+    name = "raising"
+
+    def __init__(self, inner: CommandDriver) -> None:
+        self._inner = inner
+
+    async def upgrade(self, target: UpgradeTarget) -> DriverOutcome:
+        if target.cluster == "c-raise":
+            raise RuntimeError("driver bug on c-raise")
+        return await self._inner.upgrade(target)
+
+
 def _advance(command_id: str, clusters: tuple[str, ...], version: str = NEW) -> StageAdvance:
     return StageAdvance(
         command_id=command_id,
@@ -423,8 +525,8 @@ async def test_the_executor_survives_bad_input(
     store = RedisStore(redis_url, namespace=prefix)
     await bus.ensure_topics([t.spec(prefix) for t in ALL])
     metrics = ExecutorMetrics()
-    driver = CommandDriver(
-        CommandDriverSettings(executable=sys.executable, args=("-c", _PROGRAM, str(calls)), timeout_s=30)
+    driver = RaisingDriver(
+        CommandDriver(CommandDriverSettings(executable=sys.executable, args=("-c", _PROGRAM, str(calls)), timeout_s=30))
     )
     executor = Executor(
         bus=bus,
@@ -455,6 +557,8 @@ async def test_the_executor_survives_bad_input(
                 "injected-name",
                 *_encoded(_advance("cmd-i", ("c1; rm -rf /", "$(reboot)", "--help", "my cluster")), "cmd-i"),
             ),
+            # a valid command whose handling raises: that cluster's failed upgrade, the others go on
+            Case("handler-raises", *_encoded(_advance("cmd-r", ("c-raise", "c-3")), "cmd-r")),
             Case("duplicate", *_encoded(first, "cmd-1")),
             Case("stale-replay", *_encoded(_advance("cmd-old", ("c-1",)), "cmd-old")),
         ]
@@ -474,7 +578,8 @@ async def test_the_executor_survives_bad_input(
 
         # Each case has its own key, so its own partition of the 16: results come in any order.
         injected = ("c1; rm -rf /", "$(reboot)", "--help", "my cluster")
-        wanted = {("cmd-good", "c-2"), ("cmd-u", "ghost-1"), ("cmd-old", "c-1")} | {("cmd-i", n) for n in injected}
+        wanted = {("cmd-good", "c-2"), ("cmd-u", "ghost-1"), ("cmd-old", "c-1"), ("cmd-r", "c-raise"), ("cmd-r", "c-3")}
+        wanted |= {("cmd-i", n) for n in injected}
         results = finals(
             await _read(kafka_bootstrap, prefix + UPGRADE_RESULTS.name, until=lambda rs: wanted <= set(finals(rs)))
         )
@@ -493,6 +598,11 @@ async def test_the_executor_survives_bad_input(
         assert reason in letters[name], (name, letters[name])
     assert metrics.dead_letters._value.get() == len(expected)
     assert results[("cmd-good", "c-2")]["outcome"] == "succeeded"
+    assert results[("cmd-r", "c-raise")]["outcome"] == "failed"
+    assert results[("cmd-r", "c-raise")]["error"] == "executor error: RuntimeError: driver bug on c-raise"
+    assert results[("cmd-r", "c-3")]["outcome"] == "succeeded"
+    # BUS-7: a final result says when the executor saw it
+    assert all(r["finishedAt"] is not None for r in results.values())
     assert results[("cmd-u", "ghost-1")]["outcome"] == "failed"
     assert "unknown cluster ghost-1" in results[("cmd-u", "ghost-1")]["error"]
     for name in injected:
@@ -503,5 +613,103 @@ async def test_the_executor_survives_bad_input(
     assert metrics.replayed._value.get() >= 2
     ran = [json.loads(line) for line in calls.read_text().splitlines()]
     assert sorted(ran) == sorted(
-        [["c-1", "controlPlane", NEW], ["ghost-1", "controlPlane", NEW], ["c-2", "controlPlane", NEW]]
+        [
+            ["c-1", "controlPlane", NEW],
+            ["ghost-1", "controlPlane", NEW],
+            ["c-2", "controlPlane", NEW],
+            ["c-3", "controlPlane", NEW],
+        ]
     )
+
+
+# -- the health monitor ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _monitor_process(bootstrap: str, prefix: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`python -m rollout_health monitor`, stopped (with its faust worker) at the end."""
+    env = {
+        **os.environ,
+        "ROLLOUT_KAFKA_BOOTSTRAP": bootstrap,
+        "ROLLOUT_TOPIC_PREFIX": prefix,
+        "ROLLOUT_REPUBLISH_INTERVAL_S": "0",  # only changes on the readiness topic
+    }
+    process = subprocess.Popen([sys.executable, "-m", "rollout_health", "monitor"], env=env, start_new_session=True)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)  # the supervisor and its worker
+                process.wait()
+
+
+async def test_the_monitor_survives_bad_input(kafka_bootstrap: str, topic_prefix: str) -> None:
+    """BUS-4 on rollout.cluster-heartbeats (the monitor's only input), and BUS-7's future bound: every
+    bad record is one dead letter with its reason, and a good heartbeat sent after them all becomes
+    readiness carrying its observation time."""
+    prefix = topic_prefix + "."
+    admin = KafkaBus(kafka_bootstrap, client_id=f"{prefix}admin")
+    await admin.ensure_topics([t.spec(prefix) for t in ALL])
+    await admin.close()
+    now = time.time()
+    good = Heartbeat(cluster="c9", ready=True, observed_at=now, reporter="test")
+    ahead = Heartbeat(cluster="c8", ready=True, observed_at=now + 3000, reporter="test")
+    cases = [
+        *_generic(HEARTBEATS, good),
+        Case(
+            "from-the-future",
+            *_encoded(ahead, "ahead"),
+            reason="s ahead of the monitor's clock (limit max_future_skew_s=30); check the reporter's clock",
+        ),
+    ]
+    records = [(c.name.encode(), c.value, c.headers) for c in cases]
+    records.append((b"c9", *_encoded(good, "good")))
+    with _monitor_process(kafka_bootstrap, prefix) as process:
+        await _produce_all(kafka_bootstrap, prefix + HEARTBEATS.name, records)
+        expected = {c.name: c.reason for c in cases if c.reason is not None}
+        letters = _letters(
+            await _read(kafka_bootstrap, prefix + DEAD_LETTER.name, until=lambda rs: len(_letters(rs)) >= len(expected))
+        )
+        [ready] = bodies(await _read(kafka_bootstrap, prefix + READINESS.name, until=lambda rs: len(rs) >= 1))
+        assert process.poll() is None, "the monitor stopped"
+    assert set(letters) == set(expected)
+    for name, reason in expected.items():
+        assert reason in letters[name], (name, letters[name])
+    assert ready == {"kind": "readiness", "cluster": "c9", "ready": True, "reason": "reported ready", "observedAt": now}
+
+
+# -- what no service can read ---------------------------------------------------------------------
+
+
+async def test_a_header_name_that_is_not_utf8_stops_the_poll_with_what_to_do(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    """The known gap of BUS-4: the Kafka client raises while unpacking a batch whose record has a
+    header name that is not UTF-8, on every poll. The bus says so, and how to move past it, instead
+    of an unexplained UnicodeDecodeError."""
+    prefix = topic_prefix + "."
+    topic = prefix + RELEASE_TARGETS.name
+    bus = KafkaBus(kafka_bootstrap, client_id=f"{prefix}reader")
+    await bus.ensure_topics([RELEASE_TARGETS.spec(prefix)])
+    # kcat writes header names as given: bytes, not text
+    kcat = await asyncio.create_subprocess_exec(
+        *[b"kcat", b"-P", b"-b", kafka_bootstrap.encode(), b"-t", topic.encode(), b"-k", b"k", b"-H", b"\xff\xfe=v"],
+        stdin=asyncio.subprocess.PIPE,
+    )
+    await asyncio.wait_for(kcat.communicate(b"{}\n"), 60)
+    assert kcat.returncode == 0
+    consumer = bus.consumer([topic], group=f"{prefix}readers", from_beginning=True)
+    try:
+        with pytest.raises(UnreadableRecordError) as raised:
+            async with asyncio.timeout(60):
+                while True:  # until the fetch that holds it arrives
+                    await consumer.poll(timeout_s=0.5)
+    finally:
+        await consumer.close()
+        await bus.close()
+    assert str(raised.value).startswith(f"a record on {topic} has a header name that is not UTF-8")
+    assert f"move group '{prefix}readers' past it" in str(raised.value)

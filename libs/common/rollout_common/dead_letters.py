@@ -8,19 +8,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rollout_common.ports import Record
 
-REASON_KINDS = ("too_large", "bad_headers", "unknown_type", "not_json", "invalid_event", "other")
+REASON_KINDS = (
+    "too_large",
+    "out_of_bounds",
+    "bad_headers",
+    "unknown_type",
+    "not_json",
+    "invalid_event",
+    "undecodable",
+    "quarantined",
+    "other",
+)
 
 # Prefixes of rollout_common.envelope.decode's InvalidInputError messages.
 _KIND_BY_PREFIX = (
     ("message of ", "too_large"),
+    ("value exceeds a bound", "out_of_bounds"),
+    ("headers exceed a bound", "out_of_bounds"),
+    ("value holds", "not_json"),
     ("a header is not", "bad_headers"),
     ("missing CloudEvents header", "bad_headers"),
     ("ce_specversion", "bad_headers"),
+    ("structured CloudEvent", "bad_headers"),
+    ("a structured CloudEvent", "bad_headers"),
+    ("datacontenttype", "bad_headers"),
     ("ce_type", "unknown_type"),
     ("value is not JSON", "not_json"),
     ("invalid ", "invalid_event"),
+    ("undecodable record", "undecodable"),
+    # the planner's decision raised on the event (BUS-9), or a service's handler did
+    ("quarantined", "quarantined"),
 )
 
 
@@ -32,8 +53,10 @@ def reason_kind(reason: str) -> str:
     return "other"
 
 
-def dead_letter_headers(record: Record, *, reason: str, source: str) -> dict[str, bytes]:
-    """The record's own headers plus where it came from, who sent it on, and why."""
+def dead_letter_headers(
+    record: Record, *, reason: str, source: str, extra: Mapping[str, str] | None = None
+) -> dict[str, bytes]:
+    """The record's own headers plus where it came from, who sent it on, why, and `extra` (`dlq_*` too)."""
     headers = dict(record.headers)
     headers.update(
         {
@@ -44,6 +67,7 @@ def dead_letter_headers(record: Record, *, reason: str, source: str) -> dict[str
             "dlq_source": source.encode(errors="replace"),
         }
     )
+    headers.update({name: value.encode(errors="replace") for name, value in (extra or {}).items()})
     return headers
 
 
@@ -53,9 +77,11 @@ MAX_DEAD_LETTER_VALUE = 512 * 1024
 KEPT_OF_A_LARGE_VALUE = 64 * 1024
 
 
-def dead_letter(record: Record, *, reason: str, source: str) -> tuple[bytes, dict[str, bytes]]:
+def dead_letter(
+    record: Record, *, reason: str, source: str, extra: Mapping[str, str] | None = None
+) -> tuple[bytes, dict[str, bytes]]:
     """The value and headers to publish on the dead-letter topic for this record."""
-    headers = dead_letter_headers(record, reason=reason, source=source)
+    headers = dead_letter_headers(record, reason=reason, source=source, extra=extra)
     if len(record.value) <= MAX_DEAD_LETTER_VALUE:
         return record.value, headers
     headers["dlq_truncated"] = str(len(record.value)).encode()

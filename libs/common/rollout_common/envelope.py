@@ -1,23 +1,36 @@
-"""CloudEvents 1.0 in Kafka binary mode: attributes as `ce_*` headers, the model as the JSON value.
+"""CloudEvents 1.0 over Kafka: attributes as `ce_*` headers and the model as the JSON value
+(binary mode, what the services write), or the whole event as one JSON object under
+`content-type: application/cloudevents+json` (structured mode, read as well).
 
 Decoding never raises anything but `InvalidInputError`, whose text is the dead-letter reason.
+Values are parsed within the bounds of `rollout_common.json_bounds`.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import functools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from rollout_common import json_bounds
 from rollout_common.errors import InvalidInputError
 
 SPEC_VERSION = "1.0"
 TYPE_PREFIX = "io.rollout."
 MAX_VALUE_BYTES = 1_000_000
+MAX_HEADER_BYTES = 16_384  # names and values of all headers together
+STRUCTURED_CONTENT_TYPE = "application/cloudevents+json"
+_REQUIRED = ("specversion", "id", "source", "type")
+_BOTH_MODES = (
+    "send CloudEvents in binary mode (headers ce_specversion, ce_id, ce_source, ce_type; the event's JSON "
+    "as the value) or in structured mode (header content-type: application/cloudevents+json; the whole "
+    "event, its JSON under 'data', as the value)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,36 +72,94 @@ def _by_type(models: tuple[type[BaseModel], ...]) -> dict[str, type[BaseModel]]:
 def decode(
     value: bytes, headers: Mapping[str, bytes], models: tuple[type[BaseModel], ...]
 ) -> tuple[Envelope, BaseModel]:
-    """Validate headers and body against the topic's models; the error text names what is wrong."""
+    """Validate the event against the topic's models, in binary or structured mode.
+
+    Whatever goes wrong, including an exception nobody foresaw in a validator, comes out as an
+    `InvalidInputError` whose text names what is wrong: a record never stops a consumer (BUS-4).
+    """
+    try:
+        return _decode(value, headers, models)
+    except InvalidInputError:
+        raise
+    except Exception as exc:
+        first_line = (str(exc).splitlines() or [""])[0][:500]
+        raise InvalidInputError(f"undecodable record: {type(exc).__name__}: {first_line}") from exc
+
+
+def _decode(
+    value: bytes, headers: Mapping[str, bytes], models: tuple[type[BaseModel], ...]
+) -> tuple[Envelope, BaseModel]:
     if len(value) > MAX_VALUE_BYTES:
         raise InvalidInputError(f"message of {len(value)} bytes exceeds {MAX_VALUE_BYTES}")
-    try:
-        text = {k: v.decode() for k, v in headers.items()}
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError("a header is not UTF-8") from exc
-    missing = [h for h in ("ce_specversion", "ce_id", "ce_source", "ce_type") if not text.get(h)]
-    if missing:
-        raise InvalidInputError(f"missing CloudEvents header(s): {', '.join(missing)}")
-    if text["ce_specversion"] != SPEC_VERSION:
-        raise InvalidInputError(f"ce_specversion {text['ce_specversion']!r} is not {SPEC_VERSION}")
+    text = _header_text(headers)
+    if _media_type(text.get("content-type", "")) == STRUCTURED_CONTENT_TYPE:
+        attributes, data = _structured(value)
+    else:
+        attributes, data = _binary(text, value)
+    if attributes["specversion"] != SPEC_VERSION:
+        raise InvalidInputError(f"ce_specversion {attributes['specversion']!r} is not {SPEC_VERSION}")
     by_type = _by_type(models)
-    model = by_type.get(text["ce_type"])
+    model = by_type.get(attributes["type"])
     if model is None:
-        raise InvalidInputError(f"ce_type {text['ce_type']!r} is not one of {sorted(by_type)}")
+        raise InvalidInputError(f"ce_type {attributes['type']!r} is not one of {sorted(by_type)}")
     try:
-        body = json.loads(value)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"value is not JSON: {exc}") from exc
-    try:
-        parsed = model.model_validate(body)
+        parsed = model.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:5])
         raise InvalidInputError(f"invalid {model.__name__}: {problems}") from exc
     envelope = Envelope(
-        id=text["ce_id"],
-        source=text["ce_source"],
-        type=text["ce_type"],
-        time=text.get("ce_time", ""),
-        subject=text.get("ce_subject"),
+        id=attributes["id"],
+        source=attributes["source"],
+        type=attributes["type"],
+        time=attributes.get("time", ""),
+        subject=attributes.get("subject"),
     )
     return envelope, parsed
+
+
+def _header_text(headers: Mapping[str, bytes]) -> dict[str, str]:
+    size = sum(len(name) + len(raw or b"") for name, raw in headers.items())
+    if size > MAX_HEADER_BYTES:
+        raise InvalidInputError(f"headers exceed a bound: {size} bytes (limit {MAX_HEADER_BYTES})")
+    text: dict[str, str] = {}
+    for name, raw in headers.items():
+        if not (name.startswith("ce_") or name == "content-type"):
+            continue  # others (a binary trace context, say) are not ours to read
+        try:
+            text[name] = (raw or b"").decode()
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError(f"a header is not UTF-8: {name!r}") from exc
+    return text
+
+
+def _media_type(content_type: str) -> str:
+    """`application/cloudevents+json; charset=UTF-8` -> `application/cloudevents+json`."""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def _binary(text: Mapping[str, str], value: bytes) -> tuple[dict[str, str], Any]:
+    missing = [f"ce_{name}" for name in _REQUIRED if not text.get(f"ce_{name}")]
+    if missing:
+        raise InvalidInputError(f"missing CloudEvents header(s): {', '.join(missing)}; {_BOTH_MODES}")
+    attributes = {name[3:]: v for name, v in text.items() if name.startswith("ce_")}
+    return attributes, json_bounds.parse(value)
+
+
+def _structured(value: bytes) -> tuple[dict[str, str], Any]:
+    event = json_bounds.parse(value)
+    if not isinstance(event, dict):
+        raise InvalidInputError(f"a structured CloudEvent must be a JSON object; {_BOTH_MODES}")
+    missing = [name for name in _REQUIRED if not (isinstance(event.get(name), str) and event[name])]
+    if missing:
+        raise InvalidInputError(f"structured CloudEvent without attribute(s): {', '.join(missing)}; {_BOTH_MODES}")
+    content_type = event.get("datacontenttype", "application/json")
+    if not isinstance(content_type, str) or not _media_type(content_type).endswith(("/json", "+json")):
+        raise InvalidInputError(f"datacontenttype {content_type!r} is not JSON")
+    if "data" in event:
+        data = event["data"]
+    elif isinstance(event.get("data_base64"), str):
+        data = json_bounds.parse(base64.b64decode(event["data_base64"], validate=True))
+    else:
+        raise InvalidInputError("structured CloudEvent without data: put the event's JSON under 'data'")
+    attributes = {name: v for name, v in event.items() if isinstance(v, str) and name not in ("data", "data_base64")}
+    return attributes, data

@@ -20,7 +20,7 @@ from typing import Literal
 
 from rollout_common.commands import StageAdvance
 from rollout_common.envelope import decode, encode
-from rollout_common.errors import InvalidInputError, RolloutError
+from rollout_common.errors import InvalidInputError, RolloutError, TransientError
 from rollout_common.events import UpgradeResult
 from rollout_common.ports import Bus, Record
 from rollout_common.topics.catalog import DEAD_LETTER, STAGE_ADVANCE, UPGRADE_RESULTS
@@ -68,7 +68,7 @@ class Executor:
 
     async def handle_batch(self, records: Sequence[Record]) -> None:
         """Handle every record; returns once all are done (their offsets may then be committed)."""
-        commands: list[StageAdvance] = []
+        commands: list[tuple[Record, StageAdvance]] = []
         for record in records:
             try:
                 _, message = decode(record.value, record.headers, STAGE_ADVANCE.models)
@@ -76,13 +76,28 @@ class Executor:
                 await self._dead_letter(record, str(exc))
                 continue
             assert isinstance(message, StageAdvance)
-            commands.append(message)
-        # A TaskGroup: one failing command cancels the others (their leases are released) and
-        # the batch is not committed, so all of it is delivered again.
+            commands.append((record, message))
+        # A TaskGroup: one command failing transiently cancels the others (their leases are
+        # released) and the batch is not committed, so all of it is delivered again.
         async with asyncio.TaskGroup() as group:
-            for command in commands:
-                group.create_task(self.handle_command(command))
+            for record, command in commands:
+                group.create_task(self._handle_isolated(record, command))
         self._metrics.batches.inc()
+
+    async def _handle_isolated(self, record: Record, command: StageAdvance) -> None:
+        """Anything but a transient failure that handling a command raises is that command's: it is
+        dead-lettered and the batch goes on (BUS-4), rather than the process exiting on it for good."""
+        try:
+            await self.handle_command(command)
+        except TransientError:
+            raise
+        except Exception as exc:
+            if isinstance(exc, BaseExceptionGroup) and exc.subgroup(TransientError) is not None:
+                raise
+            log.exception("command %s raised; dead-lettered", command.command_id)
+            await self._dead_letter(
+                record, f"quarantined: handling command {command.command_id} raised {_describe(exc)}"
+            )
 
     async def handle_command(self, command: StageAdvance) -> None:
         log.info(
@@ -106,7 +121,16 @@ class Executor:
             await self._publish(self._result(command, cluster, "failed", error=f"rejected: {exc}"))
             return
         async with self._slots:
-            await self._upgrade_once(command, target)
+            try:
+                await self._upgrade_once(command, target)
+            except (TransientError, LeaseLostError):
+                raise
+            except Exception as exc:
+                # A driver or store failure nobody foresaw is this cluster's failed upgrade, said to
+                # the planner like any other, not a crash of the executor (and of every restart).
+                log.exception("upgrade of %s raised", target.key)
+                self._metrics.upgrades.labels(track=command.track.value, outcome="failed").inc()
+                await self._publish(self._result(command, cluster, "failed", error=f"executor error: {_describe(exc)}"))
 
     async def _upgrade_once(self, command: StageAdvance, target: UpgradeTarget) -> None:
         earlier = await retried(lambda: self._ledger.claim(target, command_id=command.command_id), what="claim")
@@ -182,6 +206,8 @@ class Executor:
             version=command.version,
             outcome=outcome,
             error=error,
+            # when the executor saw the outcome: readiness observed before it does not count (BUS-7)
+            finished_at=None if outcome == "started" else self._clock(),
         )
 
     async def _publish(self, result: UpgradeResult) -> None:
@@ -198,3 +224,8 @@ class Executor:
         self._metrics.dead_letters.inc()
         self._metrics.dead_letters_by_kind.record(record, reason=reason, source=self.source)
         await dead_letter(self._bus, topic=self._dead_letter_topic, record=record, reason=reason, source=self.source)
+
+
+def _describe(error: BaseException) -> str:
+    first_line = (str(error).splitlines() or [""])[0][:500]
+    return f"{type(error).__name__}: {first_line}"

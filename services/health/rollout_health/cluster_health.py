@@ -17,8 +17,9 @@ class ClusterHealth(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     ready: bool
-    last_seen: float  # epoch seconds of the last heartbeat's record
+    last_seen: float  # epoch seconds when the last heartbeat was observed (its observedAt)
     last_published: bool | None = None  # the `ready` last published; None before the first
+    published_observed_at: float | None = None  # the observation time of what was last published
 
 
 def after_heartbeat(
@@ -31,12 +32,13 @@ def after_heartbeat(
         ready=heartbeat.ready,
         last_seen=seen_at,
         last_published=None if previous is None else previous.last_published,
+        published_observed_at=None if previous is None else previous.published_observed_at,
     )
     if state.last_published == heartbeat.ready:
         return state, None
     reason = heartbeat.detail or ("reported ready" if heartbeat.ready else "reported not ready")
-    readiness = Readiness(cluster=heartbeat.cluster, ready=heartbeat.ready, reason=reason)
-    return state.model_copy(update={"last_published": heartbeat.ready}), readiness
+    readiness = Readiness(cluster=heartbeat.cluster, ready=heartbeat.ready, reason=reason, observed_at=seen_at)
+    return state.model_copy(update={"last_published": heartbeat.ready, "published_observed_at": seen_at}), readiness
 
 
 def after_silence(
@@ -45,5 +47,8 @@ def after_silence(
     silent_s = now - state.last_seen
     if silent_s < staleness_limit_s or state.last_published is False:
         return state, None
-    readiness = Readiness(cluster=cluster, ready=False, reason=f"stale: no heartbeat for {silent_s:.0f} s")
-    return state.model_copy(update={"last_published": False}), readiness
+    # Observed now: the silence itself is the observation, newer than any heartbeat before it.
+    readiness = Readiness(
+        cluster=cluster, ready=False, reason=f"stale: no heartbeat for {silent_s:.0f} s", observed_at=now
+    )
+    return state.model_copy(update={"last_published": False, "published_observed_at": now}), readiness

@@ -114,20 +114,40 @@ class HealthMonitor:
             yield await self.on_record(record)
 
     async def on_record(self, record: Record) -> Readiness | None:
+        """Any failure judging one record is that record's dead letter: the agent goes on (BUS-4).
+        Publishing stays outside: a broker failure must not turn a good heartbeat into a dead letter."""
         try:
-            _, heartbeat = decode(record.value, record.headers, HEARTBEATS.models)
+            cluster, previous, state, readiness = self._judge(record)
         except InvalidInputError as exc:
             await self._dead_letter(record, reason=str(exc))
             return None
-        assert isinstance(heartbeat, Heartbeat)
-        previous = self._row(heartbeat.cluster)
-        # The record's time, not the monitor's: replayed old heartbeats must not look fresh.
-        state, readiness = after_heartbeat(previous, heartbeat, seen_at=record.timestamp_ms / 1000)
+        except Exception as exc:
+            log.exception("handling a heartbeat raised; dead-lettered")
+            first_line = (str(exc).splitlines() or [""])[0][:500]
+            await self._dead_letter(record, reason=f"quarantined: handling raised {type(exc).__name__}: {first_line}")
+            return None
         if readiness is not None:
             await self._publish(readiness)
         if state != previous:
-            self.table[heartbeat.cluster] = state.model_dump()
+            self.table[cluster] = state.model_dump()
         return readiness
+
+    def _judge(self, record: Record) -> tuple[str, ClusterHealth | None, ClusterHealth, Readiness | None]:
+        """The heartbeat's cluster, its row before and after, and the readiness to publish if any."""
+        _, heartbeat = decode(record.value, record.headers, HEARTBEATS.models)
+        assert isinstance(heartbeat, Heartbeat)
+        ahead = heartbeat.observed_at - self._clock()
+        if ahead > self._settings.max_future_skew_s:
+            # It would keep the cluster from ever going stale (BUS-7).
+            raise InvalidInputError(
+                f"invalid Heartbeat: observedAt is {ahead:.0f} s ahead of the monitor's clock "
+                f"(limit max_future_skew_s={self._settings.max_future_skew_s:g}); check the reporter's clock"
+            )
+        previous = self._row(heartbeat.cluster)
+        # The observation's time, not the monitor's nor the record's: a replayed or delayed old
+        # heartbeat must not look fresh, and the planner orders readiness by it (BUS-7).
+        state, readiness = after_heartbeat(previous, heartbeat, seen_at=heartbeat.observed_at)
+        return heartbeat.cluster, previous, state, readiness
 
     async def check_staleness(self) -> list[Readiness]:
         now = self._clock()
@@ -147,7 +167,12 @@ class HealthMonitor:
                 # Readiness is a state, not only a change: saying it again now and then repairs a
                 # planner that applied a change before the upgrade it follows, or a change lost in a
                 # crash between this table and the topic. The planner ignores repeats.
-                again = Readiness(cluster=cluster, ready=current.last_published, reason="unchanged")
+                again = Readiness(
+                    cluster=cluster,
+                    ready=current.last_published,
+                    reason="unchanged",
+                    observed_at=current.published_observed_at,
+                )
                 await self._publish(again, change=False)
                 published.append(again)
         return published

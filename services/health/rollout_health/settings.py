@@ -78,6 +78,12 @@ class MonitorSettings(_Common):
     app_id: str = Field(default="rollout-health", description="faust app id (prefixed by topic_prefix)")
     staleness_limit_s: float = Field(default=90.0, gt=0.0)
     check_interval_s: float = Field(default=5.0, gt=0.0, description="how often the staleness timer runs")
+    max_future_skew_s: float = Field(
+        default=30.0,
+        ge=0.0,
+        description="a heartbeat observed more than this ahead of the monitor's clock is dead-lettered (BUS-7): "
+        "it would keep its cluster from going stale; reporters' clocks must be this close to the monitor's",
+    )
     session_timeout_s: float = Field(
         default=10.0,
         ge=6.0,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from rollout_common.errors import PermanentError
 from rollout_common.events import Event
 
 JOURNAL_PREFIX = "planner/journal/"
@@ -36,3 +37,8 @@ def encode_entry(*, batch: int, now: float, events: list[Event]) -> bytes:
 
 def decode_entry(data: bytes) -> JournalEntry:
     return JournalEntry.model_validate_json(data)
+
+
+class JournalReplayError(PermanentError):
+    """A journaled batch cannot be decided again at a restart (unreadable, or the engine raises on it):
+    not a snapshot problem; the planner stops and says which batch (docs/operations.md)."""

@@ -44,6 +44,12 @@ class PlannerMetrics:
         self.dead_letters = Counter(
             "rollout_planner_dead_letters", "records sent to the dead-letter topic", registry=self.registry
         )
+        self.quarantined = Counter(
+            "rollout_planner_quarantined_events",
+            "events set aside because the engine raised on them (BUS-9), per event kind",
+            ["kind"],
+            registry=self.registry,
+        )
         self.decision_seconds = Histogram(
             "rollout_planner_decision_seconds",
             "time spent in one decide call",

@@ -7,7 +7,7 @@ same ids and any consumer can drop the duplicate.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -48,9 +48,9 @@ class Outbox:
             event_id = command.command_id if isinstance(command, StageAdvance) else self._next_id()
             self._add(PROGRESS, command, event_id=event_id)
 
-    def add_dead_letter(self, record: Record, reason: str) -> None:
-        """BUS-4: the original value and key, its headers, and where it came from and why."""
-        value, headers = dead_letter(record, reason=reason, source=self._source)
+    def add_dead_letter(self, record: Record, reason: str, *, extra: Mapping[str, str] | None = None) -> None:
+        """BUS-4: the original value and key, its headers, and where it came from and why (`extra`: more `dlq_*`)."""
+        value, headers = dead_letter(record, reason=reason, source=self._source, extra=extra)
         self.messages.append(
             OutboxMessage(topic=self._prefix + DEAD_LETTER.name, key=record.key, value=value, headers=headers)
         )

@@ -18,9 +18,10 @@ import asyncio
 import contextlib
 import functools
 import logging
+import pickle
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from rollout_adapters.dead_letter_metrics import DeadLetterMetrics
 from rollout_common.commands import Command, StageAdvance, WakeAt
@@ -28,7 +29,8 @@ from rollout_common.errors import InvalidInputError, PermanentError, TransientEr
 from rollout_common.events import Event, EventBatch, WakeUp
 from rollout_common.ports import Bus, Consumer, Record, Store
 from rollout_common.topics import ALL
-from rollout_planner.engine import EngineState, decide
+from rollout_planner.engine import EngineState
+from rollout_planner.engine import decide as engine_decide
 from rollout_planner.engine import snapshot as engine_snapshot
 from rollout_planner.service.checkpoint import (
     CHECKPOINT_KEY,
@@ -42,12 +44,14 @@ from rollout_planner.service.clock import Clock
 from rollout_planner.service.intake import Intake, in_decision_order
 from rollout_planner.service.journal import (
     SNAPSHOT_BATCH_KEY,
+    JournalReplayError,
     decode_entry,
     encode_entry,
     journal_key,
 )
 from rollout_planner.service.metrics import PlannerMetrics
 from rollout_planner.service.outbox import Outbox, OutboxMessage
+from rollout_planner.service.quarantine import Decide, describe, engine_version, search
 from rollout_planner.service.settings import PlannerSettings
 from rollout_planner.service.status_document import encode_status
 
@@ -69,12 +73,16 @@ class Planner:
         clock: Clock,
         initial_state: InitialState,
         metrics: PlannerMetrics | None = None,
+        decide: Decide = engine_decide,
     ) -> None:
         self._bus = bus
         self._store = store
         self._settings = settings
         self._clock = clock
         self._initial_state = initial_state
+        self._engine_decide = decide
+        # the record each event of the current batch came from, to dead-letter it (BUS-9)
+        self._origin: dict[int, Record] = {}
         self.metrics = metrics or PlannerMetrics()
         self.dead_letters = DeadLetterMetrics(self.metrics.registry)
         self._intake = Intake(prefix=settings.topic_prefix)
@@ -177,7 +185,7 @@ class Planner:
             self.checkpoint.wake_at = None  # fired; the engine names the next one, if any
             events.append(WakeUp())
         events = in_decision_order(events)
-        commands = self._decide(events, now) if events else []
+        commands, events = await self._decide_or_quarantine(events, now, outbox) if events else ([], events)
         outbox.add_commands(commands)
         self._follow_timer(commands)
         self.checkpoint.batch = batch
@@ -188,12 +196,14 @@ class Planner:
 
     def _take(self, records: Sequence[Record], outbox: Outbox) -> list[Event]:
         events: list[Event] = []
+        self._origin = {}
         for record in records:
             if self.checkpoint.applied(record.topic, record.partition, record.offset):
                 self.metrics.duplicates_skipped.inc()
                 continue
             try:
                 events.append(self._intake.decode(record))
+                self._origin[id(events[-1])] = record
             except InvalidInputError as exc:
                 outbox.add_dead_letter(record, str(exc))
                 self.metrics.dead_letters.inc()
@@ -203,13 +213,71 @@ class Planner:
 
     def _decide(self, events: list[Event], now: float) -> list[Command]:
         started = time.perf_counter()
-        _, commands = decide(self.state, EventBatch(events=tuple(events)), now)
+        _, commands = self._engine_decide(self.state, EventBatch(events=tuple(events)), now)
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
         for event in events:
             self.metrics.events_applied.labels(kind=event.kind).inc()
         self.metrics.batches_emitted.inc(sum(isinstance(c, StageAdvance) for c in commands))
         self.metrics.observe_commands(commands)
         return commands
+
+    async def _decide_or_quarantine(
+        self, events: list[Event], now: float, outbox: Outbox
+    ) -> tuple[list[Command], list[Event]]:
+        """The batch's commands and the events they were decided from: all, or all but those set aside."""
+        try:
+            return self._decide(events, now), events
+        except Exception as exc:
+            return await self._quarantine(events, now, outbox, exc)
+
+    async def _quarantine(
+        self, events: list[Event], now: float, outbox: Outbox, error: Exception
+    ) -> tuple[list[Command], list[Event]]:
+        """BUS-9: from the state before the batch, set aside the events that make the engine raise."""
+        log.error("the engine raised on a batch; searching it for what to set aside", extra={"error": describe(error)})
+        before = await self._stored_state()
+        # Trial copies via pickle (in memory, our own objects only): about 4 times faster than a
+        # snapshot load, which validates every record.
+        frozen = pickle.dumps(before, protocol=pickle.HIGHEST_PROTOCOL)
+        copies = [before]
+
+        def fresh() -> EngineState:
+            return copies.pop() if copies else cast(EngineState, pickle.loads(frozen))
+
+        found = search(
+            decide=self._engine_decide,
+            fresh=fresh,
+            events=[e for e in events if id(e) in self._origin],
+            fixed=[e for e in events if id(e) not in self._origin],
+            now=now,
+            error=error,
+        )
+        self._state = found.state
+        version = engine_version()
+        for rejected in found.rejected:
+            record = self._origin[id(rejected.event)]
+            cause = describe(rejected.error)
+            reason = f"quarantined: the planner's decision raised {cause} on this {rejected.event.kind} event (BUS-9)"
+            outbox.add_dead_letter(record, reason, extra={"dlq_error": cause, "dlq_engine_version": version})
+            self.metrics.dead_letters.inc()
+            self.metrics.quarantined.labels(kind=rejected.event.kind).inc()
+            self.dead_letters.record(record, reason=reason, source=self._settings.source)
+            log.error("event set aside", extra={"kind": rejected.event.kind, "error": cause, "offset": record.offset})
+        for event in found.applied:
+            self.metrics.events_applied.labels(kind=event.kind).inc()
+        self.metrics.batches_emitted.inc(sum(isinstance(c, StageAdvance) for c in found.commands))
+        self.metrics.observe_commands(found.commands)
+        return found.commands, [e for e in events if not any(e is r.event for r in found.rejected)]
+
+    async def _stored_state(self) -> EngineState:
+        """The state before the current batch, as a restart would rebuild it: snapshot plus journal."""
+        snapshot = await self._retrying("read the snapshot", lambda: self._store.get(SNAPSHOT_KEY))
+        if snapshot is None:
+            where = f"{self._settings.redis_namespace}:{SNAPSHOT_KEY}"
+            raise PermanentError(f"no stored snapshot ({where}) to rebuild the state from")
+        self._state = engine_snapshot.load(snapshot)
+        await self._replay_journal()
+        return self._state
 
     def _follow_timer(self, commands: Sequence[Command]) -> None:
         # One timer: the latest WakeAt replaces any earlier one.
@@ -307,10 +375,27 @@ class Planner:
         for batch, data in zip(wanted, stored, strict=True):
             if data is None:
                 raise ValueError(f"the journal has no entry for batch {batch} (snapshot at batch {base})")
-            entry = decode_entry(data)
-            decide(self.state, EventBatch(events=entry.events), entry.now)
+            self._replay_entry(batch, data)
         if wanted:
             log.info("replayed the journal", extra={"from_batch": base + 1, "to_batch": self.checkpoint.batch})
+
+    def _replay_entry(self, batch: int, data: bytes) -> None:
+        """Decide one journaled batch again; a failure is reported as the journal's, not the snapshot's."""
+        try:
+            entry = decode_entry(data)
+        except ValueError as exc:
+            raise JournalReplayError(
+                f"the journal entry of batch {batch} cannot be read ({describe(exc)}); it was written by another "
+                "version of the planner, or damaged: see 'Journal replay failed' in docs/operations.md"
+            ) from exc
+        try:
+            self._engine_decide(self.state, EventBatch(events=entry.events), entry.now)
+        except Exception as exc:
+            raise JournalReplayError(
+                f"replaying the journal's batch {batch} raised {describe(exc)} in engine {engine_version()}: this "
+                "engine cannot apply events an earlier planner applied; see 'Journal replay failed' in "
+                "docs/operations.md"
+            ) from exc
 
     async def _flush_outbox(self) -> None:
         """Publish the last batch's outbox unless that already happened (BUS-6)."""
