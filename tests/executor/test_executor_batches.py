@@ -97,7 +97,7 @@ async def test_a_dead_executors_claim_is_taken_over_after_its_lease(
     bus: MemoryBus, store: MemoryStore, make_executor: ExecutorFactory
 ) -> None:
     # "dead" took the lease on c1 and vanished without a result.
-    dead = UpgradeLedger(store, executor_id="dead", lease_s=1, clock=time.time)
+    dead = UpgradeLedger(store, executor_id="dead", lease_s=1)
     target = UpgradeTarget(cluster="c1", track=Track.CONTROL_PLANE, version="1.31.2")
     assert await dead.claim(target, command_id="cmd-1") is None
     assert await dead.lease(target).acquire()

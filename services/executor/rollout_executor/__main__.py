@@ -7,7 +7,6 @@ import asyncio
 import logging
 import signal
 import sys
-import time
 from pathlib import Path
 
 from rollout_adapters.connections import kafka_bus, redis_store
@@ -39,7 +38,7 @@ async def run(settings: ExecutorSettings) -> None:
     store = redis_store(settings)
     metrics = ExecutorMetrics()
     # Wall time, not monotonic: lease periods must agree between processes and hosts.
-    ledger = UpgradeLedger(store, executor_id=settings.executor_id, lease_s=settings.lease_s, clock=time.time)
+    ledger = UpgradeLedger(store, executor_id=settings.executor_id, lease_s=settings.lease_s)
     executor = Executor(
         bus=bus,
         ledger=ledger,
