@@ -32,6 +32,14 @@ def _target(cluster: str = "prod-eu.1", version: str = "1.31.2-gke.100") -> Upgr
     return UpgradeTarget(cluster=cluster, track=Track.NODES, version=version)
 
 
+async def test_the_fencing_token_reaches_the_program_as_an_environment_variable(tmp_path: Path) -> None:
+    out = tmp_path / "token"
+    code = "import os, sys; open(sys.argv[1], 'w').write(os.environ['ROLLOUT_FENCING_TOKEN'])"
+    outcome = await _driver(code, str(out)).upgrade(_target(), fencing_token=42)
+    assert outcome.succeeded
+    assert out.read_text() == "42"
+
+
 async def test_argv_is_passed_exactly(tmp_path: Path) -> None:
     out = tmp_path / "argv.json"
     outcome = await _driver(_RECORD_ARGV, str(out)).upgrade(_target(), fencing_token=1)

@@ -19,7 +19,7 @@ from rollout_executor.drivers import build_driver
 from rollout_executor.executor import Executor
 from rollout_executor.ledger import UpgradeLedger
 from rollout_executor.metrics import ExecutorMetrics
-from rollout_executor.service import ExecutorService
+from rollout_executor.service import ExecutorService, bounded_close
 from rollout_executor.settings import ExecutorSettings, load_settings, poll_interval_s
 
 log = logging.getLogger("rollout_executor")
@@ -69,8 +69,8 @@ async def run(settings: ExecutorSettings) -> None:
     finally:
         if status is not None:
             await status.stop()
-        await bus.close()
-        await store.close()
+        await bounded_close("the Kafka clients", bus.close())
+        await bounded_close("the Redis client", store.close())
         log.info("executor %s stopped", settings.executor_id)
 
 
