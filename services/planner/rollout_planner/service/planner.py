@@ -41,7 +41,10 @@ from rollout_planner.service.checkpoint import (
 from rollout_planner.service.clock import Clock
 from rollout_planner.service.intake import Intake, in_decision_order
 from rollout_planner.service.journal import (
+    ENGINE_VERSION,
+    GAP_REMEDY,
     SNAPSHOT_BATCH_KEY,
+    JournalGapError,
     decode_entry,
     encode_entry,
     journal_key,
@@ -355,8 +358,17 @@ class Planner:
         stored = await self._retrying("read the journal", lambda: self._store.get_many(keys))
         for batch, data in zip(wanted, stored, strict=True):
             if data is None:
-                raise ValueError(f"the journal has no entry for batch {batch} (snapshot at batch {base})")
+                missing = [b for b, d in zip(wanted, stored, strict=True) if d is None]
+                raise JournalGapError(
+                    f"the journal misses {len(missing)} batch(es) from {missing[0]} to {missing[-1]} between the "
+                    f"snapshot (batch {base}) and the checkpoint (batch {self.checkpoint.batch}): {GAP_REMEDY}"
+                )
             entry = decode_entry(data)
+            if entry.engine_version != ENGINE_VERSION:
+                log.warning(
+                    "replaying a batch another engine version decided",
+                    extra={"batch": batch, "written_by": entry.engine_version, "replayed_by": ENGINE_VERSION},
+                )
             decide(self.state, EventBatch(events=entry.events), entry.now)
         if wanted:
             log.info("replayed the journal", extra={"from_batch": base + 1, "to_batch": self.checkpoint.batch})
