@@ -5,8 +5,12 @@ of `lease_ttl_s`; `planner/lease-epoch` counts the epochs. A standby tries to ta
 every `lease_retry_s`; the holder renews it at least every `lease_ttl_s / 3` (at each step of
 its loop when due) and each of its writes is `Store.put_many_fenced` on its token: one atomic
 step that writes nothing unless `planner/lease` still holds that token. A planner that finds
-its lease gone stops deciding at once and raises `LeaseLostError` (the process exits with code
-3; restarted, it comes back as a standby).
+its lease gone stops deciding at once and raises `LeaseLostError`; `Planner.run` then drops its
+state and consumer and stands by again.
+
+Renewal runs in a task of its own (`start_renewing`), besides the check at each step: a step
+can block far longer than the TTL (the first poll after a takeover waits for the Kafka group to
+rebalance, which waits out the session of a member that died without leaving).
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ class PlannerLease:
         self._now = monotonic
         self.leadership = Leadership()
         self._renewed_at = float("-inf")
+        self._renewer: asyncio.Task[None] | None = None
 
     @property
     def state(self) -> LeaseState:
@@ -84,6 +89,27 @@ class PlannerLease:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), self._retry_s)
         return False
+
+    def start_renewing(self) -> None:
+        if self._renewer is None:
+            self._renewer = asyncio.create_task(self._renew_while_active(), name="planner-lease")
+
+    async def stop_renewing(self) -> None:
+        renewer, self._renewer = self._renewer, None
+        if renewer is not None:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+
+    async def _renew_while_active(self) -> None:
+        while self.leadership.state is LeaseState.ACTIVE:
+            await asyncio.sleep(self._ttl_s / 3)
+            try:
+                await self.keep()
+            except LeaseLostError:
+                return  # the planner's next check stops it
+            except RolloutError as exc:
+                log.warning("lease: renewal failed", extra={"error": str(exc)})
 
     async def keep(self) -> None:
         """Renew when a third of the TTL has passed; raise LeaseLostError when the lease is gone."""
@@ -120,6 +146,7 @@ class PlannerLease:
 
     async def release(self) -> None:
         """Let go on a clean stop, so a standby takes over at once rather than after the TTL."""
+        await self.stop_renewing()
         if self.leadership.state is not LeaseState.ACTIVE:
             return
         token = self._token()

@@ -114,6 +114,7 @@ class Planner:
         state, finish an interrupted publish; False if stopped first."""
         if not await self.lease.wait_until_held(self._stopping):
             return False
+        self.lease.start_renewing()
         if self._settings.create_topics:
             specs = [topic.spec(self._settings.topic_prefix) for topic in ALL]
             await self._retrying("create topics", lambda: self._bus.ensure_topics(specs))
@@ -157,6 +158,7 @@ class Planner:
         log.warning("back to standby", extra={"reason": str(lost)})
         self.metrics.lease_lost.inc()
         self.ready = False
+        await self.lease.stop_renewing()
         if self._consumer is not None:
             with contextlib.suppress(TransientError, PermanentError):
                 await self._consumer.close()
