@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rollout_adapters.connections import kafka_bus, redis_store
 from rollout_adapters.kafka_bus import ConsumerOptions
+from rollout_adapters.shutdown import bounded_close
 from rollout_adapters.status_server import StatusServer
 from rollout_common import json_logging
 from rollout_common.connection_settings import loggable
@@ -19,7 +20,7 @@ from rollout_executor.drivers import build_driver
 from rollout_executor.executor import Executor
 from rollout_executor.ledger import UpgradeLedger
 from rollout_executor.metrics import ExecutorMetrics
-from rollout_executor.service import ExecutorService, bounded_close
+from rollout_executor.service import ExecutorService
 from rollout_executor.settings import ExecutorSettings, load_settings, poll_interval_s
 
 log = logging.getLogger("rollout_executor")

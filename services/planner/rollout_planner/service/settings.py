@@ -48,6 +48,12 @@ class PlannerSettings(RedisServiceSettings):
         default=1.0, ge=0, description="rewrite the status document at most this often (state changes: at once)"
     )
     sequence_wait_s: float = Field(default=2.0, gt=0, description="how often to look for a sequence to plan")
+    shutdown_grace_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="after SIGTERM, how long the batch in hand and the stop snapshot may take before the planner "
+        "is cancelled (a store or broker that is down must not hold the process)",
+    )
     lease_ttl_s: float = Field(
         default=10.0,
         ge=1.0,
