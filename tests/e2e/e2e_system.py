@@ -60,6 +60,9 @@ def start_system(
             "ROLLOUT_TIME_SCALE": str(pace.time_scale),
             "ROLLOUT_HTTP_PORT": "0",
             "ROLLOUT_POLL_TIMEOUT_S": "0.2",
+            # A planner restarted after a kill stands by until its predecessor's lease lapses.
+            "ROLLOUT_LEASE_TTL_S": "3",
+            "ROLLOUT_LEASE_RETRY_S": "0.2",
         }
         | dict(planner_env or {}),
     )

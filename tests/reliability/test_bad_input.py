@@ -498,10 +498,10 @@ class RaisingDriver:
     def __init__(self, inner: CommandDriver) -> None:
         self._inner = inner
 
-    async def upgrade(self, target: UpgradeTarget) -> DriverOutcome:
+    async def upgrade(self, target: UpgradeTarget, *, fencing_token: int) -> DriverOutcome:
         if target.cluster == "c-raise":
             raise RuntimeError("driver bug on c-raise")
-        return await self._inner.upgrade(target)
+        return await self._inner.upgrade(target, fencing_token=fencing_token)
 
 
 def _advance(command_id: str, clusters: tuple[str, ...], version: str = NEW) -> StageAdvance:
@@ -530,7 +530,7 @@ async def test_the_executor_survives_bad_input(
     )
     executor = Executor(
         bus=bus,
-        ledger=UpgradeLedger(store, executor_id="e1", lease_s=30, clock=time.time),
+        ledger=UpgradeLedger(store, executor_id="e1", lease_s=30),
         driver=driver,
         metrics=metrics,
         executor_id="e1",

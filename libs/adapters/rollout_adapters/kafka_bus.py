@@ -140,9 +140,15 @@ def translate(exc: BaseException, doing: str) -> RolloutError:
 
 
 @contextmanager
-def _translated(doing: str) -> Iterator[None]:
+def _translated(doing: str, *, topics_checked: bool = False) -> Iterator[None]:
+    """`topics_checked`: the topics were seen to exist; an unknown topic now is a broker that is
+    stopping or restarting (it answers so while it loads), worth a retry, not an exit."""
     try:
         yield
+    except kerr.UnknownTopicOrPartitionError as exc:
+        if topics_checked:
+            raise TransientError(f"kafka: {doing}: {type(exc).__name__}: {exc}") from exc
+        raise translate(exc, doing) from exc
     except (kerr.KafkaError, kerr.ConsumerStoppedError, kerr.IllegalOperation, OSError, TimeoutError) as exc:
         raise translate(exc, doing) from exc
 
@@ -205,7 +211,7 @@ class KafkaBus:
         await self._require_topics([topic])
         producer = await self._started_producer()
         wire_headers = [(name, bytes(data)) for name, data in (headers or {}).items()]
-        with _translated(f"publish to {topic!r}"):
+        with _translated(f"publish to {topic!r}", topics_checked=True):
             await producer.send_and_wait(topic, value, key=key, headers=wire_headers)
 
     def consumer(
@@ -259,12 +265,12 @@ class KafkaBus:
     def _uses_ssl(self) -> bool:
         return str(self._security.get("security_protocol", "PLAINTEXT")).endswith("SSL")
 
-    async def _start(self, client: Any, doing: str) -> None:
+    async def _start(self, client: Any, doing: str, *, topics_checked: bool = False) -> None:
         """Start an aiokafka client; on failure close it. A failed bootstrap with SASL or TLS
         configured is checked for a refused login or a failed TLS handshake, which becomes a
         PermanentError naming the settings to fix instead of a retry."""
         try:
-            await _start(client, doing)
+            await _start(client, doing, topics_checked=topics_checked)
         except TransientError as exc:
             if not ((self._uses_sasl or self._uses_ssl) and isinstance(exc.__cause__, kerr.KafkaConnectionError)):
                 raise
@@ -394,7 +400,7 @@ class KafkaConsumer:
         if max_records < 1:
             raise InvalidInputError("max_records must be >= 1")
         consumer = await self._started()
-        with _translated(f"poll {self._topics}"):
+        with _translated(f"poll {self._topics}", topics_checked=True):
             try:
                 batches = await consumer.getmany(timeout_ms=int(timeout_s * 1000), max_records=max_records)
             except UnicodeDecodeError as exc:
@@ -447,15 +453,15 @@ class KafkaConsumer:
                 )
                 self._ownership.consumer = consumer
                 consumer.subscribe(self._topics, listener=self._ownership)
-                await self._bus._start(consumer, f"join group {self._group!r}")
+                await self._bus._start(consumer, f"join group {self._group!r}", topics_checked=True)
                 self._consumer = consumer
             return self._consumer
 
 
-async def _start(client: Any, doing: str) -> None:
+async def _start(client: Any, doing: str, *, topics_checked: bool = False) -> None:
     """Start an aiokafka client; on failure close it, so no half-open connection is left."""
     try:
-        with _translated(doing):
+        with _translated(doing, topics_checked=topics_checked):
             await client.start()
     except BaseException:
         await _quietly_closed(client)

@@ -7,11 +7,11 @@ import asyncio
 import logging
 import signal
 import sys
-import time
 from pathlib import Path
 
 from rollout_adapters.connections import kafka_bus, redis_store
 from rollout_adapters.kafka_bus import ConsumerOptions
+from rollout_adapters.shutdown import bounded_close
 from rollout_adapters.status_server import StatusServer
 from rollout_common import json_logging
 from rollout_common.connection_settings import loggable
@@ -39,7 +39,7 @@ async def run(settings: ExecutorSettings) -> None:
     store = redis_store(settings)
     metrics = ExecutorMetrics()
     # Wall time, not monotonic: lease periods must agree between processes and hosts.
-    ledger = UpgradeLedger(store, executor_id=settings.executor_id, lease_s=settings.lease_s, clock=time.time)
+    ledger = UpgradeLedger(store, executor_id=settings.executor_id, lease_s=settings.lease_s)
     executor = Executor(
         bus=bus,
         ledger=ledger,
@@ -70,8 +70,8 @@ async def run(settings: ExecutorSettings) -> None:
     finally:
         if status is not None:
             await status.stop()
-        await bus.close()
-        await store.close()
+        await bounded_close("the Kafka clients", bus.close())
+        await bounded_close("the Redis client", store.close())
         log.info("executor %s stopped", settings.executor_id)
 
 

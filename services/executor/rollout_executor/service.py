@@ -3,6 +3,9 @@
 On SIGTERM the batch in hand gets `shutdown_grace_s` to finish (and is then committed);
 after that it is abandoned: its upgrades are cancelled, leases released and nothing committed,
 so the group's next owner of the partitions handles it again without double upgrades.
+A poll retrying against an unreachable broker is abandoned at once, and closing the clients
+is bounded (`rollout_adapters.shutdown.CLOSE_S` each), so SIGTERM ends the process within `shutdown_grace_s` + a few
+`CLOSE_S` even with Kafka or Redis down.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 
+from rollout_adapters.shutdown import bounded_close, unless_stopped
 from rollout_common.errors import TransientError
 from rollout_common.ports import Bus, Consumer, Record
 from rollout_common.topics.catalog import DEAD_LETTER, STAGE_ADVANCE, UPGRADE_RESULTS
@@ -34,20 +38,22 @@ class ExecutorService:
         prefix = self._settings.topic_prefix
         if self._settings.create_topics:
             specs = [topic.spec(prefix) for topic in (STAGE_ADVANCE, UPGRADE_RESULTS, DEAD_LETTER)]
-            await retried(lambda: self._bus.ensure_topics(specs), what="create topics")
+            await unless_stopped(retried(lambda: self._bus.ensure_topics(specs), what="create topics"), stop)
         consumer = self._bus.consumer([prefix + STAGE_ADVANCE.name], group=self._settings.group_id)
         try:
             await self._loop(consumer, stop)
         finally:
             self.ready = False
-            await consumer.close()
+            await bounded_close("the consumer", consumer.close())
 
     async def _loop(self, consumer: Consumer, stop: asyncio.Event) -> None:
         max_records = self._settings.batch_max_records
         while not stop.is_set():
-            records = await retried(
-                lambda: consumer.poll(max_records=max_records, timeout_s=_POLL_TIMEOUT_S), what="poll"
+            records = await unless_stopped(
+                retried(lambda: consumer.poll(max_records=max_records, timeout_s=_POLL_TIMEOUT_S), what="poll"), stop
             )
+            if records is None:
+                return
             self.ready = True
             if not records:
                 continue

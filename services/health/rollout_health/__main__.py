@@ -22,6 +22,7 @@ from pathlib import Path
 import faust
 
 from rollout_adapters.connections import kafka_bus
+from rollout_adapters.shutdown import bounded_close, unless_stopped
 from rollout_adapters.status_server import StatusServer
 from rollout_common import json_logging
 from rollout_common.connection_settings import load, loggable
@@ -54,9 +55,10 @@ async def run_reporter(settings: ReporterSettings) -> None:
         # wait for it like the other services instead of exiting.
         while not stop.is_set():
             try:
+                specs = [t.spec(settings.topic_prefix) for t in (HEARTBEATS, UPGRADE_RESULTS)]
                 if settings.create_topics:
-                    await bus.ensure_topics([t.spec(settings.topic_prefix) for t in (HEARTBEATS, UPGRADE_RESULTS)])
-                await probe.start()
+                    await unless_stopped(bus.ensure_topics(specs), stop)
+                await unless_stopped(probe.start(), stop)
                 break
             except TransientError as exc:
                 log.warning("Kafka not reachable yet; retrying in 2 s: %s", exc)
@@ -80,8 +82,8 @@ async def run_reporter(settings: ReporterSettings) -> None:
     finally:
         if status is not None:
             await status.stop()
-        await probe.close()
-        await bus.close()
+        await bounded_close("the probe", probe.close())
+        await bounded_close("the Kafka clients", bus.close())
 
 
 def _status_server(

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from rollout_adapters.shutdown import unless_stopped
 from rollout_common.envelope import encode
 from rollout_common.errors import TransientError
 from rollout_common.heartbeat import Heartbeat
@@ -63,7 +64,8 @@ class Reporter:
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            await self.tick()
+            # A round publishing to an unreachable broker can take minutes: SIGTERM cuts it short.
+            await unless_stopped(self.tick(), stop)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self._probe_interval_s)
 

@@ -50,6 +50,11 @@ class PlannerMetrics:
             ["kind"],
             registry=self.registry,
         )
+        self.lease_lost = Counter(
+            "rollout_planner_lease_lost",
+            "times this planner lost its lease and went back to standby (BUS-8)",
+            registry=self.registry,
+        )
         self.decision_seconds = Histogram(
             "rollout_planner_decision_seconds",
             "time spent in one decide call",

@@ -16,7 +16,6 @@ costs about `log2 n + 2` trial decisions, each from its own copy of the state (`
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -24,6 +23,7 @@ from rollout_common.commands import Command
 from rollout_common.errors import PermanentError
 from rollout_common.events import Event, EventBatch
 from rollout_planner.engine import EngineState
+from rollout_planner.service.journal import ENGINE_VERSION
 
 Decide = Callable[[EngineState, EventBatch, float], tuple[EngineState, list[Command]]]
 
@@ -50,11 +50,11 @@ class Quarantined:
 
 
 def engine_version() -> str:
-    """The version of the planner's engine, named in dead letters so a fixed engine can be told apart."""
-    try:
-        return importlib.metadata.version("rollout")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    """The version of the planner's engine, named in dead letters so a fixed engine can be told apart.
+
+    The same text the journal stamps on its entries, so a dead letter and a journal entry compare.
+    """
+    return ENGINE_VERSION
 
 
 def describe(error: BaseException) -> str:

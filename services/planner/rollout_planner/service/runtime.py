@@ -10,6 +10,7 @@ import time
 
 from rollout_adapters.connections import kafka_bus, redis_store
 from rollout_adapters.kafka_bus import ConsumerOptions
+from rollout_adapters.shutdown import bounded_close, unless_stopped
 from rollout_adapters.status_server import StatusServer
 from rollout_common.connection_settings import loggable
 from rollout_common.ports import Store
@@ -56,8 +57,9 @@ async def serve(settings: PlannerSettings) -> None:
             bus=bus, store=store, settings=settings, clock=clock, initial_state=initial_state_source(settings, store)
         )
         loop = asyncio.get_running_loop()
+        signalled = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, planner.stop)
+            loop.add_signal_handler(signum, signalled.set)
         task = asyncio.create_task(planner.run(), name="planner")
         if settings.http_port:
             probes = StatusServer(
@@ -70,10 +72,28 @@ async def serve(settings: PlannerSettings) -> None:
             )
             port = await probes.start()
             log.info("probes listening", extra={"port": port, "dashboard_port": probes.dashboard_port})
-        await task
+        await _until_done_or_stopped(task, signalled, planner=planner, grace_s=settings.shutdown_grace_s)
     finally:
         if probes is not None:
             await probes.stop()
-        with contextlib.suppress(Exception):
-            await bus.close()
-        await store.close()
+        await bounded_close("the Kafka clients", bus.close())
+        await bounded_close("the Redis client", store.close())
+
+
+async def _until_done_or_stopped(
+    task: asyncio.Task[None], signalled: asyncio.Event, *, planner: Planner, grace_s: float
+) -> None:
+    """Wait for the planner; after a signal, give it `grace_s` to stop cleanly, then cancel it.
+
+    Cancelling is safe: every store write is atomic and every message is published again from
+    the outbox after a restart; it only costs the stop snapshot."""
+    await unless_stopped(asyncio.shield(task), signalled)
+    if not task.done():
+        planner.stop()
+        await asyncio.wait({task}, timeout=grace_s)
+    if not task.done():
+        log.warning("the planner did not stop within the grace period; cancelled", extra={"grace_s": grace_s})
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    task.result()

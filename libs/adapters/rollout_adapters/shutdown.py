@@ -1,0 +1,49 @@
+"""Bounded shutdown: a SIGTERM must end a service even while Kafka or Redis is unreachable.
+
+Two holes kept services running for many minutes after SIGTERM with the broker gone: a call
+retried forever (a poll, a publish) that never looked at the stop signal, and a client's close
+waiting on a dead server (leaving the group, flushing a producer). `unless_stopped` races the
+first against the stop event; `bounded_close` gives the second `CLOSE_S`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable
+from typing import TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+CLOSE_S = 5.0
+
+
+async def unless_stopped(work: Awaitable[T], stop: asyncio.Event) -> T | None:
+    """`work`'s result, or None (and `work` cancelled) as soon as `stop` is set."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        return task.result() if task.done() else None
+    finally:
+        stopping.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def bounded_close(what: str, closing: Awaitable[object], *, timeout_s: float = CLOSE_S) -> None:
+    """Close a client, giving up after `timeout_s`; a failure is logged, never raised, so the
+    other clients still get closed."""
+    try:
+        await asyncio.wait_for(closing, timeout_s)
+    except TimeoutError:
+        log.warning("closing %s took over %.0f s; gave up", what, timeout_s)
+    except Exception as exc:
+        log.warning("closing %s failed: %s", what, exc)
+
+
+__all__ = ["CLOSE_S", "bounded_close", "unless_stopped"]
