@@ -85,6 +85,10 @@ def decisions_at_least(count: int):  # type: ignore[no-untyped-def]
     return lambda records: len({b["commandId"] for b in bodies(records)}) >= count
 
 
+def nodes_handed_out(count: int) -> Callable[[list[Message]], bool]:
+    return lambda records: sum(len(b["clusters"]) for b in bodies(records) if b["track"] == "nodes") >= count
+
+
 def assert_two_decisions(records: list[Message]) -> None:
     """The canary's two batches, each decided once. A batch published again after a kill (its
     outbox not yet marked published) is allowed: same id, same bytes, and executors drop it."""
@@ -116,10 +120,13 @@ async def test_release_malformed_message_and_results_flow_through_kafka_and_redi
         fleet = FakeFleet(bus, prefix)
         records = [first]
         await fleet.answer(records)
-        records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=decisions_at_least(2))
-        assert sorted((b["stage"], b["track"]) for b in bodies(records)) == [
-            ("canary", "controlPlane"),
-            ("canary", "nodes"),
+        records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=nodes_handed_out(2))
+        # SOAK-1: each cluster's nodes go out once its control plane succeeded; the two results may
+        # arrive in one poll (one nodes batch) or two (two batches), never a cluster twice.
+        nodes = [c for b in bodies(records) if b["track"] == "nodes" for c in b["clusters"]]
+        assert sorted(nodes) == ["can-1", "can-2"]
+        assert [(b["stage"], b["clusters"]) for b in bodies(records) if b["track"] == "controlPlane"] == [
+            ("canary", ["can-1", "can-2"])
         ]
         # The control plane soaks once its clusters are reported ready again (GATE-1).
         await read_topic(
