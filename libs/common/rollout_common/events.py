@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rollout_common.fleet import Cluster
+from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_common.sequence import Sequence, check_soak
 from rollout_common.status import Track
 from rollout_common.version import parse_minor, parse_version
@@ -113,12 +113,14 @@ class Readiness(_Event):
 
 
 class InventoryChange(_Event):
-    """A cluster registered, changed (relabelled, new window...) or removed (SEQ-6)."""
+    """A cluster registered, changed (relabelled, new window...) or removed (SEQ-6); or a cluster group
+    defined, changed or removed (`clusterGroup`; on removal only its name counts)."""
 
     kind: Literal["inventory"] = "inventory"
     action: Literal["upsert", "remove"]
     cluster: Cluster | None = None
     name: str | None = None
+    cluster_group: ClusterGroup | None = Field(default=None, alias="clusterGroup")
 
 
 class SequenceChange(_Event):

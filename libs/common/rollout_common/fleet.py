@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rollout_common.labels import LabelMap
+from rollout_common.selector import LabelSelector
 from rollout_common.version import Version, parse_version, reject_yaml_number
 from rollout_common.window import MaintenanceExclusion, MaintenanceWindow
 
@@ -79,3 +81,29 @@ class Cluster(BaseModel):
         if self.node_pools:
             return min(parse_version(p.version) for p in self.node_pools)
         return parse_version(self.node_version or self.version)
+
+
+class ClusterGroup(BaseModel):
+    """A named set of clusters with labels of its own, as Fleet's ClusterGroup: its `selector` picks
+    its clusters by their labels, and partitions' `clusterGroupSelector` picks groups by these labels.
+
+    Without a selector it holds no cluster; an empty selector (`{}`) holds every cluster.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    name: str = Field(min_length=1)
+    labels: LabelMap = Field(default_factory=dict)
+    selector: LabelSelector | None = None
+
+    def contains(self, cluster: Cluster) -> bool:
+        return self.selector is not None and self.selector.matches(cluster.labels)
+
+
+def groups_of(cluster: Cluster, groups: Iterable[ClusterGroup]) -> dict[str, LabelMap]:
+    """The groups a cluster is in, each with its labels: inventory groups whose selector holds it,
+    and the group named on the cluster itself (`group`, `groupLabels`)."""
+    found = {g.name: g.labels for g in groups if g.contains(cluster)}
+    if cluster.group is not None:
+        found[cluster.group] = {**found.get(cluster.group, {}), **cluster.group_labels}
+    return found
