@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rollout_common.duration import DAY, parse_duration
@@ -37,7 +39,23 @@ class PartitionSpec(BaseModel):
     def _quantity(cls, value: object) -> object:
         return None if value is None else check_count_or_percent(value, field="maxUnavailable")
 
-    def matches(self, *, name: str, labels: dict[str, str], group: str | None, group_labels: dict[str, str]) -> bool:
+    @field_validator("cluster_group_selector", mode="before")
+    @classmethod
+    def _as_fleet_reads_it(cls, value: object) -> object:
+        """Fleet reads a selector leniently: keys other than matchLabels/matchExpressions are ignored
+        (its own fleet.yaml reference nests a `clusterSelector` here, which leaves an empty selector:
+        every group). A plain name is no selector at all."""
+        if isinstance(value, str):
+            raise ValueError(
+                f"clusterGroupSelector: {value!r} is a name, not a label selector; name one group with "
+                "clusterGroup, or select groups by label with matchLabels / matchExpressions"
+            )
+        if isinstance(value, dict):
+            return {k: v for k, v in value.items() if k in ("matchLabels", "matchExpressions")}
+        return value
+
+    def matches(self, *, name: str, labels: Mapping[str, str], groups: Mapping[str, Mapping[str, str]]) -> bool:
+        """`groups`: the groups the cluster is in, each with its labels (`fleet.groups_of`)."""
         criteria = (self.cluster_name, self.cluster_selector, self.cluster_group, self.cluster_group_selector)
         if all(c is None for c in criteria):
             return False
@@ -45,9 +63,10 @@ class PartitionSpec(BaseModel):
             return False
         if self.cluster_selector is not None and not self.cluster_selector.matches(labels):
             return False
-        if self.cluster_group is not None and group != self.cluster_group:
+        if self.cluster_group is not None and self.cluster_group not in groups:
             return False
-        return self.cluster_group_selector is None or self.cluster_group_selector.matches(group_labels)
+        selector = self.cluster_group_selector
+        return selector is None or any(selector.matches(group_labels) for group_labels in groups.values())
 
 
 class RolloutStrategy(BaseModel):
@@ -141,11 +160,12 @@ class Stage(BaseModel):
             raise ValueError(f"stage {self.name!r}: needs clusterSelector, clusterNames or clusterGroup (SEQ-5)")
         return self
 
-    def selects(self, *, name: str, labels: dict[str, str], group: str | None) -> bool:
+    def selects(self, *, name: str, labels: Mapping[str, str], groups: Collection[str]) -> bool:
+        """`groups`: the names of the groups the cluster is in."""
         if self.cluster_names is not None:
             return name in self.cluster_names
         if self.cluster_group is not None:
-            return group == self.cluster_group
+            return self.cluster_group in groups
         assert self.cluster_selector is not None
         return self.cluster_selector.matches(labels)
 
