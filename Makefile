@@ -38,12 +38,15 @@ system-deps:  ## Debian packages for the full suite (redis-server, Java 17, Mave
 test: system-deps venv infra-fetch lint typecheck conformance scenarios
 	$(BIN)/pytest -q
 
-## local infrastructure without Docker (see `python -m rollout_devenv --help`)
+## local infrastructure without Docker (see `python -m rollout_devenv --help`). Their data is deleted
+## when they stop; DATA=DIR keeps it (and the port) in DIR, so they can be stopped and started again
+## under a running system (Redis then writes an append-only file, fsynced, as in production).
+DATA ?=
 kafka: venv  ## run a real single-node Kafka broker until Ctrl-C; prints KAFKA_BOOTSTRAP=host:port
-	$(PY) -m rollout_devenv kafka run
+	$(PY) -m rollout_devenv kafka run $(if $(DATA),--data-dir $(DATA))
 
 redis: venv  ## run a real redis-server until Ctrl-C; prints REDIS_URL=redis://host:port/0
-	$(PY) -m rollout_devenv redis run
+	$(PY) -m rollout_devenv redis run $(if $(DATA),--data-dir $(DATA))
 
 infra-fetch: venv  ## fetch the Kafka broker's jars with Maven, once per machine (~/.cache/rollout)
 	$(PY) -m rollout_devenv kafka fetch
