@@ -472,7 +472,10 @@ async def _apply(args: argparse.Namespace) -> int:
     ]
     with ProgressCount(len(upserts), "publishing clusters to the inventory") as progress:
         await _publish(args, INVENTORY, upserts, create_topics=True, progress=progress)
-    published = f"{len(clusters)} cluster(s) and {len(scenario.cluster_groups)} group(s) published to the inventory"
+    groups = len(scenario.cluster_groups)
+    published = f"{len(clusters)} cluster(s) published to the inventory" + (
+        f" with {groups} group(s)" if groups else ""
+    )
     sequence = scenario.sequence
     stored = sequence.model_dump_json(by_alias=True).encode()
     if await _status_if_any(args) is None:

@@ -160,7 +160,7 @@ async def test_seq7_a_change_removing_an_active_stage_is_refused_and_not_stored(
     path = _fleet_file(tmp_path, [{**_PROD, "clusterSelector": {}}])
     code, out, err = await _cli(capsys, "apply", str(path), *planned.common)
     assert (code, out) == (1, "")
-    assert err.startswith(f"rejected: sequence 'svc' from {path} (4 cluster(s) and 0 group(s) published")
+    assert err.startswith(f"rejected: sequence 'svc' from {path} (4 cluster(s) published to the inventory)")
     assert await planned.store.get(SEQUENCE_KEY) is None
 
 
@@ -210,8 +210,9 @@ async def _until(condition: Callable[[], bool], *, timeout_s: float = 60) -> Non
 
 
 @pytest.mark.xfail(not engine_support.retries(), reason="the engine does not retry yet (OPS-4)", strict=True)
+@pytest.mark.parametrize("target", [["--rollout", "svc-1", "--cluster", "can-1"], ["--all"]], ids=["cluster", "all"])
 async def test_ops4_retry_of_a_failed_cluster_runs_it_again_through_an_executor(
-    planned: System, capsys: pytest.CaptureFixture[str]
+    planned: System, capsys: pytest.CaptureFixture[str], target: list[str]
 ) -> None:
     driver = FailingOnce(failing=frozenset({"can-1"}))
     settings = ExecutorSettings(
@@ -230,10 +231,10 @@ async def test_ops4_retry_of_a_failed_cluster_runs_it_again_through_an_executor(
     running = asyncio.create_task(ExecutorService(settings, bus=planned.bus, executor=executor).run(stop))
     try:
         await _until(lambda: driver.calls["can-1"] == 1 and not driver.running)
-        code, out, err = await _cli(capsys, "retry", "--rollout", "svc-1", "--cluster", "can-1", *planned.common)
+        code, out, err = await _cli(capsys, "retry", *target, *planned.common)
         assert (code, err) == (0, ""), err
         assert out.startswith("accepted: retry cmd-")
-        await _until(lambda: driver.calls["can-1"] >= 2 and not driver.running)
+        await _until(lambda: driver.calls["can-1"] >= 2 and not driver.running, timeout_s=30)
     finally:
         stop.set()
         await running

@@ -9,38 +9,28 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from rollout_common.labels import LabelMap
 from rollout_common.selector import LabelSelector
-from rollout_common.version import Version, parse_version, reject_yaml_number
+from rollout_common.version import Version, VersionText, parse_version, reject_yaml_number
 from rollout_common.window import MaintenanceExclusion, MaintenanceWindow
 
 # DNS-1123-ish names keep cluster names safe to pass to drivers as arguments
 CLUSTER_NAME = re.compile(r"[a-zA-Z0-9]([a-zA-Z0-9._-]{0,251}[a-zA-Z0-9])?")
 
 
-def _check_version(value: str) -> str:
-    parse_version(value)
-    return value
-
-
 class NodePool(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    version: str
-
-    @field_validator("version")
-    @classmethod
-    def _version(cls, value: str) -> str:
-        return _check_version(value)
+    version: VersionText
 
 
 class Cluster(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    name: str
+    name: str = Field(json_schema_extra={"pattern": f"^{CLUSTER_NAME.pattern}(?![\\s\\S])"})
     labels: LabelMap = Field(default_factory=dict)
     channel: str = "regular"
-    version: str
-    node_version: str | None = Field(default=None, alias="nodeVersion")
+    version: VersionText
+    node_version: VersionText | None = Field(default=None, alias="nodeVersion")
     node_pools: tuple[NodePool, ...] = Field(default=(), alias="nodePools")
     group: str | None = None
     group_labels: LabelMap = Field(default_factory=dict, alias="groupLabels")
@@ -59,11 +49,6 @@ class Cluster(BaseModel):
     @classmethod
     def _not_a_number(cls, value: object) -> object:
         return reject_yaml_number(value, what="version")
-
-    @field_validator("version", "node_version")
-    @classmethod
-    def _version(cls, value: str | None) -> str | None:
-        return None if value is None else _check_version(value)
 
     @model_validator(mode="after")
     def _nodes_not_above_control_plane(self) -> Cluster:

@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
-from rollout_common.duration import DAY, parse_duration
-from rollout_common.quantity import CountOrPercent, check_count_or_percent, resolve
-from rollout_common.selector import LabelSelector
-from rollout_common.version import parse_version
+from rollout_common.duration import DAY, DURATION_PATTERN, parse_duration
+from rollout_common.quantity import (
+    POSITIVE_COUNT_OR_PERCENT_SCHEMA,
+    CountOrPercent,
+    check_count_or_percent,
+    resolve,
+)
+from rollout_common.selector import FleetLabelSelector, LabelSelector
+from rollout_common.version import VersionText, check_version_text
 
 MAX_SOAK = 30 * DAY
 DEFAULT_SOAK = 7 * DAY
+
+SOAK_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "number", "minimum": 0, "maximum": MAX_SOAK, "description": "seconds"},
+        {"type": "string", "pattern": DURATION_PATTERN, "description": "a duration such as 12h or 3d"},
+    ],
+    "description": "a soak from 0d to 30d inclusive (SOAK-3): seconds, or a duration such as 12h or 3d",
+}
+SoakSeconds = Annotated[float, WithJsonSchema(SOAK_SCHEMA)]
 
 
 def check_soak(value: object, *, field: str) -> float:
@@ -32,7 +47,7 @@ class PartitionSpec(BaseModel):
     cluster_name: str | None = Field(default=None, alias="clusterName")
     cluster_selector: LabelSelector | None = Field(default=None, alias="clusterSelector")
     cluster_group: str | None = Field(default=None, alias="clusterGroup")
-    cluster_group_selector: LabelSelector | None = Field(default=None, alias="clusterGroupSelector")
+    cluster_group_selector: FleetLabelSelector | None = Field(default=None, alias="clusterGroupSelector")
 
     @field_validator("max_unavailable", mode="before")
     @classmethod
@@ -41,17 +56,14 @@ class PartitionSpec(BaseModel):
 
     @field_validator("cluster_group_selector", mode="before")
     @classmethod
-    def _as_fleet_reads_it(cls, value: object) -> object:
-        """Fleet reads a selector leniently: keys other than matchLabels/matchExpressions are ignored
-        (its own fleet.yaml reference nests a `clusterSelector` here, which leaves an empty selector:
-        every group). A plain name is no selector at all."""
+    def _a_selector(cls, value: object) -> object:
+        """Fleet's own fleet.yaml reference nests a `clusterSelector` here, which Fleet ignores (every
+        group matches) and so does `FleetLabelSelector`; a plain name is no selector at all."""
         if isinstance(value, str):
             raise ValueError(
                 f"clusterGroupSelector: {value!r} is a name, not a label selector; name one group with "
                 "clusterGroup, or select groups by label with matchLabels / matchExpressions"
             )
-        if isinstance(value, dict):
-            return {k: v for k, v in value.items() if k in ("matchLabels", "matchExpressions")}
         return value
 
     def matches(self, *, name: str, labels: Mapping[str, str], groups: Mapping[str, Mapping[str, str]]) -> bool:
@@ -76,7 +88,9 @@ class RolloutStrategy(BaseModel):
 
     max_unavailable: CountOrPercent = Field(default="100%", alias="maxUnavailable")
     max_unavailable_partitions: CountOrPercent = Field(default=0, alias="maxUnavailablePartitions")
-    auto_partition_size: CountOrPercent = Field(default="25%", alias="autoPartitionSize")
+    auto_partition_size: Annotated[int | str, WithJsonSchema(POSITIVE_COUNT_OR_PERCENT_SCHEMA)] = Field(
+        default="25%", alias="autoPartitionSize"
+    )
     auto_partition_threshold: int = Field(default=200, alias="autoPartitionThreshold", ge=0)
     max_new: int = Field(default=50, alias="maxNew", ge=1)
     partitions: tuple[PartitionSpec, ...] = ()
@@ -115,16 +129,28 @@ class RolloutStrategy(BaseModel):
         return value
 
 
+def _one_of(*names: str) -> dict[str, Any]:
+    """JSON Schema for "exactly one of these is set" (a null counts as unset, as in the model)."""
+    return {"oneOf": [{"required": [name], "properties": {name: {"not": {"type": "null"}}}} for name in names]}
+
+
 class Stage(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        populate_by_name=True,
+        json_schema_extra=_one_of("clusterSelector", "clusterNames", "clusterGroup"),
+    )
 
     name: str
     upstream: str | None = None
     cluster_selector: LabelSelector | None = Field(default=None, alias="clusterSelector")
     cluster_names: tuple[str, ...] | None = Field(default=None, alias="clusterNames")
     cluster_group: str | None = Field(default=None, alias="clusterGroup")
-    soak: float = DEFAULT_SOAK
-    soak_overrides: dict[str, float] = Field(default_factory=dict, alias="soakOverrides")
+    soak: SoakSeconds = DEFAULT_SOAK
+    soak_overrides: dict[VersionText, SoakSeconds] = Field(
+        default_factory=dict, alias="soakOverrides", json_schema_extra={"additionalProperties": False}
+    )
     rollout_strategy: RolloutStrategy = Field(default_factory=RolloutStrategy, alias="rolloutStrategy")
 
     @field_validator("soak", mode="before")
@@ -139,7 +165,7 @@ class Stage(BaseModel):
             return value
         out = {}
         for version, soak in value.items():
-            parse_version(str(version))
+            check_version_text(str(version))
             out[str(version)] = check_soak(soak, field=f"soakOverrides[{version}]")
         return out
 
