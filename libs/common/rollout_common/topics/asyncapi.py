@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from rollout_common.envelope import SPEC_VERSION, TYPE_PREFIX
 from rollout_common.topics.catalog import ALL, INVENTORY, OPERATOR_COMMANDS, RELEASE_TARGETS, TopicDef
 
-ASYNCAPI_VERSION = "3.0.0"
+ASYNCAPI_VERSION = "3.1.0"
 # Topics a user of the system publishes to; every topic can be read.
 _USER_SENDS = frozenset({RELEASE_TARGETS.name, OPERATOR_COMMANDS.name, INVENTORY.name})
 
