@@ -204,3 +204,20 @@ def test_import_fleet_of_a_file_without_a_strategy_exits_1(tmp_path: Path, capsy
     source.write_text("defaultNamespace: web\n")
     assert main(["import", "fleet", str(source)]) == 1
     assert "no rolloutStrategy, and no GitRepo, Bundle or HelmOp" in capsys.readouterr().err
+
+
+def test_the_gke_worked_example_of_the_strategy_page_is_a_valid_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "rollout-strategy.md").read_text()
+    block = next(b for b in page.split("```yaml\n")[1:] if "name: acme" in b).split("```")[0]
+    path = tmp_path / "acme.yaml"
+    path.write_text(block)
+    capsys.readouterr()
+    assert main(["plan", str(path), "--json"]) == 0, capsys.readouterr().err
+    stages = json.loads(capsys.readouterr().out)["stages"]
+    assert [(s["name"], [(p["name"], p["clusters"]) for p in s["partitions"]]) for s in stages] == [
+        ("dev", [("All", ["dev-1"])]),
+        ("staging", [("All", ["stg-1"])]),
+        ("production", [("europe", ["eu-1"]), ("america", ["us-1"])]),
+    ]
