@@ -474,7 +474,7 @@ async def _apply(args: argparse.Namespace) -> int:
         await _publish(args, INVENTORY, upserts, create_topics=True, progress=progress)
     groups = len(scenario.cluster_groups)
     published = f"{len(clusters)} cluster(s) published to the inventory" + (
-        f" with {groups} group(s)" if groups else ""
+        f" with {groups} cluster group(s)" if groups else ""
     )
     sequence = scenario.sequence
     stored = sequence.model_dump_json(by_alias=True).encode()

@@ -87,3 +87,10 @@ def test_bus6_a_snapshot_keeps_the_groups() -> None:
     again = load(dump(state))
     assert again.groups == {"east": EAST}
     assert again.stages[0].members == ["prod-0", "prod-1", "prod-2"]
+
+
+def test_a_groups_inventory_key_is_never_a_clusters() -> None:
+    from rollout_common.topics.catalog import INVENTORY
+
+    assert INVENTORY.key(InventoryChange(action="upsert", cluster_group=EAST)) == "group/east"
+    assert INVENTORY.key(InventoryChange(action="remove", name="east")) == "east"

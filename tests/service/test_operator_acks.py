@@ -17,6 +17,7 @@ import engine_support
 import pytest
 import yaml
 from planner_harness import NEW, OLD, make_planner, release
+from planner_harness import settings as harness_settings
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.redis_store import RedisStore
@@ -29,8 +30,10 @@ from rollout_executor.metrics import ExecutorMetrics
 from rollout_executor.service import ExecutorService
 from rollout_executor.settings import ExecutorSettings
 from rollout_executor.target import UpgradeTarget
+from rollout_planner.service import initial_state
 from rollout_planner.service.checkpoint import SEQUENCE_KEY
 from rollout_planner.service.clock import ScaledClock
+from rollout_planner.service.planner import Planner
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -239,3 +242,68 @@ async def test_ops4_retry_of_a_failed_cluster_runs_it_again_through_an_executor(
         stop.set()
         await running
     assert driver.calls["can-1"] == 2, "the retried upgrade ran once more, and only once"
+
+
+async def test_cluster_groups_applied_with_the_fleet_partition_a_planner_started_from_the_store(
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`rollout apply` publishes the file's cluster groups to the inventory; the planner partitions by their
+    labels (PART-2, clusterGroupSelector as Fleet's)."""
+    prefix = topic_prefix + "."
+    common = ["--bootstrap", kafka_bootstrap, "--redis", redis_url, "--topic-prefix", prefix, "--namespace", prefix]
+    document = {
+        "clusters": [
+            {"name": f"{zone}-{i}", "labels": {"zone": zone}, "version": OLD} for zone in "ew" for i in (1, 2)
+        ],
+        "clusterGroups": [
+            {"name": "east", "labels": {"region": "us-east"}, "selector": {"matchLabels": {"zone": "e"}}},
+            {"name": "west", "labels": {"region": "us-west"}, "selector": {"matchLabels": {"zone": "w"}}},
+        ],
+        "sequence": {
+            "name": "grp",
+            "stages": [
+                {
+                    "name": "all",
+                    "clusterSelector": {},
+                    "rolloutStrategy": {
+                        "partitions": [
+                            {"name": "first", "clusterGroupSelector": {"matchLabels": {"region": "us-west"}}},
+                            {"name": "second", "clusterGroupSelector": {"matchLabels": {"region": "us-east"}}},
+                        ]
+                    },
+                }
+            ],
+        },
+    }
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(document))
+    code, out, err = await _cli(capsys, "apply", str(path), *common)
+    assert (code, err) == (0, "")
+    assert "4 cluster(s) published to the inventory with 2 cluster group(s)" in out
+
+    bus = KafkaBus(kafka_bootstrap, client_id=f"{prefix}planner")
+    store = RedisStore(redis_url, namespace=prefix)
+    planner = Planner(
+        bus=bus,
+        store=store,
+        settings=harness_settings(prefix),
+        clock=ScaledClock(origin=time.time()),
+        initial_state=lambda: initial_state.from_store(store),
+    )
+    task = asyncio.create_task(planner.run())
+    system = System(prefix=prefix, common=common, store=store, bus=bus)
+    try:
+        await release(bus, prefix)
+        async with asyncio.timeout(30):
+            while True:
+                status = await _status(system, capsys)
+                if status.get("rollouts") and status.get("clusters") == 4:
+                    break
+                await asyncio.sleep(0.1)
+        partitions = status["stages"][0]["tracks"]["controlPlane"]["partitions"]
+        assert [(p["name"], p["clusters"]) for p in partitions] == [("first", 2), ("second", 2)]
+    finally:
+        planner.stop()
+        await task
+        await bus.close()
+        await store.close()
