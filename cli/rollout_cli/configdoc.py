@@ -201,7 +201,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         examples=["rollout config-docs", "rollout config-docs --check"],
     )
     parser.add_argument(
-        "--output", type=Path, default=DEFAULT_OUTPUT, help=f"file to write or check (default {DEFAULT_OUTPUT})"
+        "--output",
+        type=Path,
+        default=DEFAULT_OUTPUT,
+        help=f"file to write or check, e.g. /tmp/configuration.md (default {DEFAULT_OUTPUT})",
     )
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if the file is stale, e.g. in CI")
     parser.set_defaults(handler=run)
