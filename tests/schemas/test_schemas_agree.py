@@ -135,7 +135,9 @@ S0 = "sequence.stages.0"
 Mutation = tuple[str, list[Any], list[Any]] | tuple[str, list[Any], list[Any], tuple[str, ...]]
 MUTATIONS: list[Mutation] = [
     ("targets.1\\.30", GOOD_VERSIONS, BAD_VERSIONS),
-    ("version", GOOD_VERSIONS, BAD_VERSIONS),
+    ("version", GOOD_VERSIONS, BAD_VERSIONS, ("start_rollout", "stage_advance", "upgrade_result", "stage_transition")),
+    # an operator command with a bad version is answered, rejected with the reason (OPS-3): any text passes
+    ("version", [*GOOD_VERSIONS[:2], *BAD_VERSIONS[:-1]], [BAD_VERSIONS[-1]], ("operator_command",)),
     ("cluster.version", GOOD_VERSIONS, BAD_VERSIONS),
     # not above the control plane's version: that rule is the model's alone
     ("cluster.nodePools.0.version", ["1.31.2", "1.30.5-gke.1000"], BAD_VERSIONS),

@@ -56,7 +56,9 @@ class OperatorCommand(_Event):
     all_rollouts: bool = Field(default=False, alias="all", description="apply to every active rollout (OPS-5)")
     stage: str | None = None
     cluster: str | None = Field(default=None, description="retry: only this cluster's failed upgrades (OPS-4)")
-    version: VersionText | None = None
+    # Any text: a command naming a version that is not one is still acknowledged, rejected with the
+    # reason (OPS-3), rather than dead-lettered.
+    version: str | None = None
     soak: SoakSeconds | None = Field(default=None, description="seconds; None clears the override")
     issued_by: str | None = Field(default=None, alias="issuedBy")
 
