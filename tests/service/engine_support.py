@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from planner_harness import NEW, START, fleet, sequence
 
-from rollout_common.commands import CommandAck, RolloutTransition
-from rollout_common.events import OperatorCommand, ReleaseTarget, SequenceChange
+from rollout_common.commands import CommandAck, RolloutTransition, StageAdvance
+from rollout_common.events import OperatorCommand, ReleaseTarget, SequenceChange, UpgradeResult
 from rollout_common.status import RolloutState
 from rollout_planner.engine import decide, new_state
 
@@ -21,8 +21,15 @@ def applies_sequence_changes() -> bool:
 
 
 def retries() -> bool:
+    """A failed upgrade of can-1, then a retry of it: accepted, and nothing cancelled."""
     state = new_state(sequence(), fleet())
-    state, _ = decide(state, ReleaseTarget(event_id="r", channel="regular", targets={"1.30": NEW}), START)
-    _, out = decide(state, OperatorCommand(command_id="probe", action="retry", all_rollouts=True), START)
+    state, out = decide(state, ReleaseTarget(event_id="r", channel="regular", targets={"1.30": NEW}), START)
+    batch = next(c for c in out if isinstance(c, StageAdvance) and "can-1" in c.clusters)
+    failed = UpgradeResult(
+        command_id=batch.command_id, cluster="can-1", track=batch.track, version=batch.version, outcome="failed"
+    )
+    state, _ = decide(state, failed, START + 1)
+    retry = OperatorCommand(command_id="probe", action="retry", rollout_id=batch.rollout_id, cluster="can-1")
+    _, out = decide(state, retry, START + 2)
     cancelled = any(isinstance(c, RolloutTransition) and c.state is RolloutState.CANCELLED for c in out)
     return not cancelled and any(isinstance(c, CommandAck) and c.accepted for c in out)
