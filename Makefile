@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 SHARED ?= ../shared
 
-.PHONY: demo system-deps venv test lint typecheck unit integration conformance scenarios kafka redis infra-fetch bench
+.PHONY: demo system-deps venv test lint typecheck unit integration conformance scenarios kafka redis infra-fetch bench asyncapi-parser
 
 demo: venv  ## run the embedded demo (one process, no Kafka)
 	$(BIN)/rollout demo
@@ -35,15 +35,25 @@ system-deps:  ## Debian packages for the full suite (redis-server, Java 17, Mave
 
 ## the whole suite on a fresh machine: installs what is missing, then lint, types, conformance,
 ## scenarios, unit, property, contract, integration and end-to-end tests (starts Kafka and Redis itself)
-test: system-deps venv infra-fetch lint typecheck conformance scenarios
+test: system-deps venv infra-fetch asyncapi-parser lint typecheck conformance scenarios
 	$(BIN)/pytest -q
 
-## local infrastructure without Docker (see `python -m rollout_devenv --help`)
+## the official AsyncAPI parser (npm), which the tests run with node on `rollout schemas asyncapi`
+ASYNCAPI_DIR := tests/asyncapi
+asyncapi-parser: $(ASYNCAPI_DIR)/node_modules/.installed
+$(ASYNCAPI_DIR)/node_modules/.installed: $(ASYNCAPI_DIR)/package.json $(ASYNCAPI_DIR)/package-lock.json
+	npm ci --prefix $(ASYNCAPI_DIR) --no-audit --no-fund --loglevel=error
+	touch $@
+
+## local infrastructure without Docker (see `python -m rollout_devenv --help`). Their data is deleted
+## when they stop; DATA=DIR keeps it (and the port) in DIR, so they can be stopped and started again
+## under a running system (Redis then writes an append-only file, fsynced, as in production).
+DATA ?=
 kafka: venv  ## run a real single-node Kafka broker until Ctrl-C; prints KAFKA_BOOTSTRAP=host:port
-	$(PY) -m rollout_devenv kafka run
+	$(PY) -m rollout_devenv kafka run $(if $(DATA),--data-dir $(DATA))
 
 redis: venv  ## run a real redis-server until Ctrl-C; prints REDIS_URL=redis://host:port/0
-	$(PY) -m rollout_devenv redis run
+	$(PY) -m rollout_devenv redis run $(if $(DATA),--data-dir $(DATA))
 
 infra-fetch: venv  ## fetch the Kafka broker's jars with Maven, once per machine (~/.cache/rollout)
 	$(PY) -m rollout_devenv kafka fetch

@@ -24,6 +24,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
+from rollout_cli import help_text
 from rollout_executor.settings import ExecutorSettings
 from rollout_health.settings import MonitorSettings, ReporterSettings
 from rollout_planner.service.settings import PlannerSettings
@@ -191,11 +192,21 @@ def render() -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = sub.add_parser("config-docs", help="write docs/configuration.md from the services' settings models")
-    parser.add_argument(
-        "--output", type=Path, default=DEFAULT_OUTPUT, help=f"file to write or check (default {DEFAULT_OUTPUT})"
+    parser = help_text.command(
+        sub,
+        "config-docs",
+        summary="write docs/configuration.md from the services' settings models",
+        description="Renders every service setting (environment variable, default, description) from the "
+        "settings models, so the page cannot drift from the code.",
+        examples=["rollout config-docs", "rollout config-docs --check"],
     )
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if the file is stale")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=DEFAULT_OUTPUT,
+        help=f"file to write or check, e.g. /tmp/configuration.md (default {DEFAULT_OUTPUT})",
+    )
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if the file is stale, e.g. in CI")
     parser.set_defaults(handler=run)
 
 

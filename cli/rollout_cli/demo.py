@@ -23,6 +23,7 @@ from rich.live import Live
 
 from rollout_adapters.web_dashboard import Feed, dashboard_app
 from rollout_adapters.web_dashboard.thread_site import ThreadSite, url_of
+from rollout_cli import help_text
 from rollout_cli.dashboard import (
     Attention,
     attention_table,
@@ -30,6 +31,7 @@ from rollout_cli.dashboard import (
     status_view,
     summary_table,
 )
+from rollout_cli.exit_codes import ExitCode
 from rollout_common.commands import Command, Notice, RolloutTransition, StageAdvance, StageTransition, Wait
 from rollout_common.duration import format_duration, parse_duration
 from rollout_common.status import TRACKS
@@ -61,19 +63,26 @@ PUBLISH_SECONDS = 0.5
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    demo = sub.add_parser(
+    demo = help_text.command(
+        sub,
         "demo",
-        help="watch a simulated 3-stage rollout of a built-in fleet (no Kafka needed)",
+        summary="watch a simulated 3-stage rollout of a built-in fleet (no Kafka needed)",
         description="Runs a whole rollout in one process on a simulated clock: the built-in fleet "
         "(test -> staging -> prod, manual and automatic partitions, an outage, a failed "
         "upgrade) or any scenario file.",
+        examples=[
+            "rollout demo",
+            "rollout demo --clusters 1000 --speed 0 --no-live",
+            "rollout demo --status-at 9h10m",
+            "rollout demo --scenario scenario.yaml --json",
+        ],
     )
     demo.add_argument(
         "--clusters",
         type=int,
         default=None,
         metavar="N",
-        help=f"size of the built-in fleet (default {BUILTIN_CLUSTERS})",
+        help=f"size of the built-in fleet, e.g. --clusters 1000 (default {BUILTIN_CLUSTERS})",
     )
     demo.add_argument(
         "--speed",
@@ -84,7 +93,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         f"possible. Quiet stretches are fast-forwarded in at most {MAX_GAP_WALL:g} s",
     )
     demo.add_argument("--no-live", action="store_true", help="print timestamped log lines instead of a live view")
-    demo.add_argument("--scenario", type=Path, metavar="FILE", help="run this scenario file instead")
+    demo.add_argument(
+        "--scenario", type=Path, metavar="FILE", help="run this scenario file instead, e.g. scenario.yaml"
+    )
     demo.add_argument("--json", action="store_true", help="no animation; print the summary as one JSON object")
     demo.add_argument(
         "--status-at",
@@ -116,7 +127,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 class DemoError(Exception):
-    """Something the person asked for that cannot run; shown as one line, exit code 2."""
+    """Something the person asked for that cannot run; shown as one line, exit code 1 (invalid input)."""
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -127,7 +138,7 @@ def run_demo(args: argparse.Namespace) -> int:
         sim = Simulator(scenario)
     except (DemoError, ScenarioError, ValueError) as exc:
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
-        return 2
+        return ExitCode.REJECTED
     console = Console(width=None if sys.stdout.isatty() else 120)
     if status_at is not None:
         return _status_at(sim, status_at, console=console, as_json=args.json)

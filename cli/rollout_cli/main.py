@@ -8,16 +8,24 @@ import os
 import sys
 from collections.abc import Sequence
 
-from rollout_cli import configdoc, demo, offline, operator
+from rollout_cli import configdoc, demo, fleet_import, offline, operator
+from rollout_cli.exit_codes import table
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rollout", description="Staged, gated Kubernetes fleet upgrades.")
+    parser = argparse.ArgumentParser(
+        prog="rollout",
+        description="Staged, gated Kubernetes fleet upgrades. `rollout COMMAND --help` explains a command, "
+        "with examples.",
+        epilog=f"examples:\n  rollout demo\n  rollout plan fleet.yaml\n  rollout pause --rollout prod-1\n\n{table()}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     offline.register(sub)
     demo.register(sub)
     operator.register(sub)
     configdoc.register(sub)
+    fleet_import.register(sub)
     return parser
 
 

@@ -11,7 +11,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from rollout_cli import help_text
 from rollout_cli.dashboard import spinner
+from rollout_cli.exit_codes import ExitCode
 from rollout_planner.simulation.preview import preview
 from rollout_planner.simulation.runner import simulate
 from rollout_planner.simulation.scenario import ScenarioError, load_scenario
@@ -19,23 +21,45 @@ from rollout_planner.simulation.validation import validate_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    validate = sub.add_parser("validate", help="check a scenario or sequence file and list every problem")
-    validate.add_argument("file", type=Path)
+    validate = help_text.command(
+        sub,
+        "validate",
+        summary="check a scenario or sequence file and list every problem",
+        description="Reads a fleet/scenario file (clusters, cluster groups, sequence) and lists every problem "
+        "with the field it is in; warnings do not fail it. Needs no Kafka or Redis.",
+        examples=["rollout validate fleet.yaml"],
+    )
+    validate.add_argument("file", type=Path, help="the file to check, e.g. fleet.yaml")
     validate.set_defaults(handler=run_validate)
-    plan = sub.add_parser("plan", help="preview partitions, batch order, eligibility and stage times")
-    plan.add_argument("file", type=Path)
-    plan.add_argument("--json", action="store_true", help="print the plan as one JSON object")
-    plan.add_argument("--clusters", action="store_true", help="list every cluster's eligibility")
+    plan = help_text.command(
+        sub,
+        "plan",
+        summary="preview partitions, batch order, eligibility and stage times",
+        description="Runs the planner's own partitioning and an ideal run (no failures, no outages) of the "
+        "file's first release, and shows which cluster goes in which partition and batch, and when.",
+        examples=["rollout plan fleet.yaml", "rollout plan fleet.yaml --clusters", "rollout plan fleet.yaml --json"],
+    )
+    plan.add_argument("file", type=Path, help="scenario or fleet file, e.g. fleet.yaml")
+    plan.add_argument("--json", action="store_true", help="print the plan as one JSON object, e.g. for jq")
+    plan.add_argument("--clusters", action="store_true", help="list every cluster's eligibility, e.g. --clusters")
     plan.set_defaults(handler=run_plan)
-    simulate_cmd = sub.add_parser("simulate", help="run a scenario on a simulated clock")
-    simulate_cmd.add_argument("file", type=Path)
+    simulate_cmd = help_text.command(
+        sub,
+        "simulate",
+        summary="run a scenario on a simulated clock",
+        description="Runs the scenario's events (releases, commands, outages, failures) through the engine on "
+        "a simulated clock and prints every stage transition; the conformance checker reads --json.",
+        examples=["rollout simulate scenario.yaml", "rollout simulate scenario.yaml --json"],
+    )
+    simulate_cmd.add_argument("file", type=Path, help="scenario file, e.g. scenario.yaml")
     simulate_cmd.add_argument("--json", action="store_true", help="print the report as one JSON object")
     simulate_cmd.set_defaults(handler=run_simulate)
 
 
 def _fail(message: str) -> int:
+    """A file that cannot be read or is not valid: invalid input, as `validate` says (exit 1)."""
     print(f"error: {message}", file=sys.stderr)
-    return 2
+    return ExitCode.REJECTED
 
 
 def run_validate(args: argparse.Namespace) -> int:

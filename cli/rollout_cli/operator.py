@@ -2,13 +2,15 @@
 
 Every message goes through the same envelope and topic catalog as the services use. Mistakes a
 person can make (a bad version, Kafka or Redis unreachable, a missing file) end in one line on
-stderr and exit code 2, never a traceback.
+stderr and the exit code of `rollout_cli.exit_codes`, never a traceback. Operator commands wait
+for the planner's acknowledgement (OPS-3) unless told not to.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -17,7 +19,7 @@ import sys
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +30,18 @@ from rich.live import Live
 from rollout_adapters import connections
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.redis_store import RedisStore
+from rollout_cli import help_text
+from rollout_cli.acks import AckListener, Answer
 from rollout_cli.dashboard import ProgressCount, ProgressModel, spinner, status_view
+from rollout_cli.exit_codes import BadInputError, CliError, ExitCode, NoAnswerError, UnreachableError
+from rollout_cli.schema_export import write_asyncapi, write_schemas
 from rollout_common import envelope
 from rollout_common.connection_settings import RedisServiceSettings, load, masked_url
 from rollout_common.errors import InvalidInputError, RolloutError, TransientError, UnknownTopicError
-from rollout_common.events import InventoryChange, OperatorCommand, ReleaseTarget, StartRollout
+from rollout_common.events import InventoryChange, OperatorCommand, ReleaseTarget, SequenceChange, StartRollout
 from rollout_common.ports import Consumer, Record
 from rollout_common.topics import ALL
+from rollout_common.topics.asyncapi import ASYNCAPI_VERSION
 from rollout_common.topics.catalog import INVENTORY, OPERATOR_COMMANDS, PROGRESS, RELEASE_TARGETS, TopicDef
 from rollout_planner.service.checkpoint import SEQUENCE_KEY, STATUS_KEY
 from rollout_planner.simulation.scenario import ScenarioError, load_scenario
@@ -46,17 +53,35 @@ _PUBLISH_CHUNK = 500
 _RECENT_EVENTS = 6
 
 
-class UserError(Exception):
-    """Something the person running the command can fix; printed as one line."""
-
-
 # -- registration ---------------------------------------------------------------------------
+
+_TARGET_HELP = (
+    "Name the rollout with --rollout ID (as `rollout status` lists it), or say --all for every active "
+    "rollout: a command never applies to every rollout by default (OPS-5)."
+)
+_ACK_HELP = (
+    "The command waits for the planner's acknowledgement on the progress topic and prints whether it "
+    "was accepted or rejected, and why (OPS-3); --no-wait only publishes it."
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     common = _common_options()
-    release = sub.add_parser("release", parents=[common], help="publish a release target (START-1)")
-    release.add_argument("--channel", required=True)
+    acked = _ack_options()
+    release = help_text.command(
+        sub,
+        "release",
+        parents=[common],
+        summary="publish a release target: clusters on a minor may now go to a version (START-1)",
+        description="Publishes a release target on rollout.release-targets. A planner following the channel "
+        "starts a rollout of it through the sequence's stages; the same --id twice starts one rollout.",
+        examples=[
+            "rollout release --channel regular --target 1.30=1.31.13-gke.1023000",
+            "rollout release --channel regular --target 1.30=1.31.13-gke.1023000 --target 1.32=1.33.5-gke.1162000 "
+            "--id rel-2026-12",
+        ],
+    )
+    release.add_argument("--channel", required=True, help="release channel the sequence follows, e.g. regular")
     release.add_argument(
         "--target",
         action="append",
@@ -64,60 +89,173 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="MINOR=VERSION",
         help="e.g. 1.30=1.31.13-gke.1023000; repeat for several minors",
     )
-    release.add_argument("--id", help="event id; the same id twice starts one rollout (default: a new id)")
+    release.add_argument(
+        "--id", help="event id, e.g. rel-2026-12; the same id twice starts one rollout (default: a new id)"
+    )
     release.set_defaults(handler=_handler(_release))
 
-    start = sub.add_parser("start", parents=[common], help="start an on-demand rollout of one version (START-2)")
-    start.add_argument("version")
-    start.add_argument("--tracks", default="controlPlane,nodes", help="controlPlane, nodes or both")
-    start.add_argument("--id", help="event id (default: a new id)")
+    start = help_text.command(
+        sub,
+        "start",
+        parents=[common],
+        summary="start an on-demand rollout of one version (START-2)",
+        description="Publishes an on-demand rollout of one version to every stage in order, for the tracks "
+        "chosen (control plane, nodes or both).",
+        examples=["rollout start 1.31.13-gke.1023000", "rollout start 1.31.13-gke.1023000 --tracks nodes"],
+    )
+    start.add_argument("version", help="the version to roll out, e.g. 1.31.13-gke.1023000")
+    start.add_argument(
+        "--tracks", default="controlPlane,nodes", help="controlPlane, nodes or both, e.g. --tracks nodes"
+    )
+    start.add_argument("--id", help="event id, e.g. start-hotfix-1 (default: a new id)")
     start.set_defaults(handler=_handler(_start))
 
-    for action in ("pause", "resume", "cancel"):
-        command = sub.add_parser(action, parents=[common], help=f"{action} a rollout, or every active one (OPS-1)")
-        command.add_argument("--rollout", help="rollout id (default: every active rollout)")
-        command.set_defaults(handler=_handler(_operator_action), action=action)
+    for action, what, rule in (
+        ("pause", "stop handing out new batches; upgrades already running finish", "OPS-1"),
+        ("resume", "hand out batches again after a pause", "OPS-1"),
+        ("cancel", "stop a rollout for good (CANCELLED); running upgrades finish", "OPS-1"),
+    ):
+        parser = help_text.command(
+            sub,
+            action,
+            parents=[common, acked],
+            summary=f"{action} a rollout: {what} ({rule})",
+            description=f"{action.capitalize()}: {what}. {_TARGET_HELP}\n\n{_ACK_HELP}",
+            examples=[f"rollout {action} --rollout prod-1", f"rollout {action} --all --no-wait"],
+        )
+        _target_options(parser)
+        parser.set_defaults(handler=_handler(_operator_action), action=action)
 
-    soak = sub.add_parser("soak", parents=[common], help="set or clear a stage's soak for one version (OPS-2)")
-    soak.add_argument("--stage", required=True)
-    soak.add_argument("--version", required=True)
+    retry = help_text.command(
+        sub,
+        "retry",
+        parents=[common, acked],
+        summary="retry failed upgrades of a rollout, one stage or one cluster (OPS-4)",
+        description="The failed clusters become OUT_OF_SYNC again and go out in later batches under the same "
+        "gates; executors run a retried upgrade once more even though its failure is recorded. Without "
+        f"--stage or --cluster every failed upgrade of the rollout is retried. {_TARGET_HELP}\n\n{_ACK_HELP}",
+        examples=[
+            "rollout retry --rollout prod-1 --cluster prod-eu-07",
+            "rollout retry --rollout prod-1 --stage prod",
+            "rollout retry --all",
+        ],
+    )
+    _target_options(retry)
+    narrow = retry.add_mutually_exclusive_group()
+    narrow.add_argument("--stage", help="retry only this stage's failed upgrades, e.g. prod")
+    narrow.add_argument("--cluster", help="retry only this cluster's failed upgrades, e.g. prod-eu-07")
+    retry.set_defaults(handler=_handler(_operator_action), action="retry")
+
+    soak = help_text.command(
+        sub,
+        "soak",
+        parents=[common, acked],
+        summary="set or clear a stage's soak for one version (OPS-2)",
+        description="Overrides how long a stage soaks one version before qualifying it for the next stage; "
+        f"a soak under way is recomputed from when it began.\n\n{_ACK_HELP}",
+        examples=[
+            "rollout soak --stage canary --version 1.31.13-gke.1023000 --soak 12h",
+            "rollout soak --stage canary --version 1.31.13-gke.1023000 --clear",
+        ],
+    )
+    soak.add_argument("--stage", required=True, help="stage name, e.g. canary")
+    soak.add_argument("--version", required=True, help="the version the override is for, e.g. 1.31.13-gke.1023000")
     soak_choice = soak.add_mutually_exclusive_group(required=True)
-    soak_choice.add_argument("--soak", help="duration such as 0d, 12h, 3d (0d to 30d)")
-    soak_choice.add_argument("--clear", action="store_true", help="remove the override")
+    soak_choice.add_argument("--soak", help="duration from 0d to 30d, e.g. 12h or 3d")
+    soak_choice.add_argument("--clear", action="store_true", help="remove the override, e.g. --clear")
     soak.set_defaults(handler=_handler(_soak))
 
-    status = sub.add_parser(
-        "status", parents=[common], help="one screen: rollouts, stages, partitions, why they wait, next wake-up"
+    status = help_text.command(
+        sub,
+        "status",
+        parents=[common],
+        summary="one screen: rollouts, stages, partitions, why they wait, next wake-up (STAT-5)",
+        description="Reads the status document the planner keeps in Redis and shows it; --json prints it as "
+        "it is stored.",
+        examples=["rollout status", "rollout status --stage prod", "rollout status --json"],
     )
-    status.add_argument("--json", action="store_true", help="print the raw status document")
-    status.add_argument("--stage", help="show this stage only")
+    status.add_argument("--json", action="store_true", help="print the raw status document, e.g. for jq")
+    status.add_argument("--stage", help="show this stage only, e.g. prod")
     status.set_defaults(handler=_handler(_status))
 
-    watch = sub.add_parser(
+    watch = help_text.command(
+        sub,
         "watch",
         parents=[common],
-        help="live status screen moved on by progress events (one line per event with --plain)",
+        summary="live status screen moved on by progress events (one line per event with --plain)",
+        description="Follows the progress topic: transitions, waits, acknowledgements. Ctrl-C stops it (exit 0).",
+        examples=["rollout watch", "rollout watch --plain --from-beginning --count 20"],
     )
     watch.add_argument("--from-beginning", action="store_true", help="replay the topic's history first")
-    watch.add_argument("--count", type=_positive_int, help="exit after this many events")
+    watch.add_argument("--count", type=_positive_int, help="exit after this many events, e.g. --count 20")
     watch.add_argument(
         "--plain", action="store_true", help="one line per event (the default when stdout is not a terminal)"
     )
     watch.set_defaults(handler=_handler(_watch, interrupted=0))
 
-    apply = sub.add_parser(
+    apply = help_text.command(
+        sub,
         "apply",
-        parents=[common],
-        help="publish a scenario/fleet file's clusters to the inventory and store its sequence",
+        parents=[common, acked],
+        summary="publish a fleet file's clusters and groups to the inventory; send its sequence to the planner",
+        description="Publishes every cluster (and cluster group) of a scenario/fleet file to the inventory "
+        "topic. A planner already running gets the sequence as a change (SEQ-7) and answers whether it "
+        "applied or refused it; the sequence is then stored for a planner that starts afresh. Without a "
+        "running planner the sequence is stored for it to read when it starts.",
+        examples=["rollout apply fleet.yaml", "rollout apply fleet.yaml --timeout 60"],
     )
-    apply.add_argument("file", type=Path)
+    apply.add_argument("file", type=Path, help="scenario or fleet file, e.g. fleet.yaml (see `rollout validate`)")
     apply.set_defaults(handler=_handler(_apply))
 
-    schemas = sub.add_parser("schemas", help="JSON Schemas of every event (BUS-2)")
+    schemas = help_text.command(
+        sub,
+        "schemas",
+        summary="JSON Schemas and the AsyncAPI document of every event (BUS-2)",
+        description="Writes what any Kafka client needs to produce and read our events.",
+        examples=["rollout schemas export schemas/", "rollout schemas asyncapi asyncapi.json"],
+    )
     schemas_sub = schemas.add_subparsers(dest="schemas_command", required=True, metavar="ACTION")
-    export = schemas_sub.add_parser("export", help="write one JSON Schema per event type, plus index.json")
-    export.add_argument("dir", type=Path)
+    export = help_text.command(
+        schemas_sub,
+        "export",
+        summary="write one JSON Schema per event type, plus index.json",
+        description="One draft 2020-12 JSON Schema per event type, with the same patterns and bounds the "
+        "services check, and index.json listing each topic's schemas.",
+        examples=["rollout schemas export schemas/"],
+    )
+    export.add_argument("dir", type=Path, help="folder to write, e.g. schemas/ (created if missing)")
     export.set_defaults(handler=_handler(_export_schemas))
+    asyncapi = help_text.command(
+        schemas_sub,
+        "asyncapi",
+        summary="write the AsyncAPI 3 document of every topic and message",
+        description="Channels, messages (with their CloudEvents headers) and operations of every topic, from "
+        "the topic catalog the services use.",
+        examples=["rollout schemas asyncapi asyncapi.json"],
+    )
+    asyncapi.add_argument("file", type=Path, help="file to write, e.g. asyncapi.json")
+    asyncapi.set_defaults(handler=_handler(_write_asyncapi))
+
+
+def _target_options(parser: argparse.ArgumentParser) -> None:
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--rollout", metavar="ID", help="the rollout, e.g. prod-1 (`rollout status` lists them)")
+    target.add_argument("--all", action="store_true", help="every active rollout, said explicitly, e.g. --all")
+
+
+def _ack_options() -> argparse.ArgumentParser:
+    acked = argparse.ArgumentParser(add_help=False)
+    acked.add_argument(
+        "--no-wait", action="store_true", help="publish and exit 0 without waiting for the planner's answer"
+    )
+    acked.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=float(os.environ.get("ROLLOUT_ACK_TIMEOUT_S", "30")),
+        metavar="SECONDS",
+        help="how long to wait for the answer, e.g. --timeout 60 (env ROLLOUT_ACK_TIMEOUT_S; default 30)",
+    )
+    return acked
 
 
 def _common_options() -> argparse.ArgumentParser:
@@ -126,27 +264,39 @@ def _common_options() -> argparse.ArgumentParser:
     common.add_argument(
         "--bootstrap",
         default=env("ROLLOUT_KAFKA_BOOTSTRAP", "localhost:9092"),
-        help="Kafka bootstrap servers (env ROLLOUT_KAFKA_BOOTSTRAP)",
+        help="Kafka bootstrap servers, e.g. kafka-0:9092,kafka-1:9092 (env ROLLOUT_KAFKA_BOOTSTRAP)",
     )
     common.add_argument(
         "--redis",
         default=env("ROLLOUT_REDIS_URL", "redis://localhost:6379/0"),
-        help="Redis URL (env ROLLOUT_REDIS_URL)",
+        help="Redis URL, e.g. redis://redis:6379/0 (env ROLLOUT_REDIS_URL)",
     )
     common.add_argument(
         "--topic-prefix",
         default=env("ROLLOUT_TOPIC_PREFIX", ""),
-        help="put before every topic name (env ROLLOUT_TOPIC_PREFIX)",
+        help="put before every topic and group name, e.g. staging. (env ROLLOUT_TOPIC_PREFIX)",
     )
     common.add_argument(
         "--namespace",
         default=env("ROLLOUT_REDIS_NAMESPACE", "rollout"),
-        help="the planner's Redis key namespace (env ROLLOUT_REDIS_NAMESPACE)",
+        help="the planner's Redis key namespace, e.g. rollout (env ROLLOUT_REDIS_NAMESPACE)",
     )
     common.add_argument(
-        "--source", default=env("ROLLOUT_SOURCE", "rollout-cli"), help="ce_source of what this command publishes"
+        "--source",
+        default=env("ROLLOUT_SOURCE", "rollout-cli"),
+        help="ce_source of what this command publishes, e.g. ci/pipeline-42 (env ROLLOUT_SOURCE)",
     )
     return common
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, not {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -160,9 +310,9 @@ def _positive_int(text: str) -> int:
 
 
 def _handler(
-    run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]], *, interrupted: int = 130
+    run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]], *, interrupted: int = ExitCode.INTERRUPTED
 ) -> Callable[[argparse.Namespace], int]:
-    """Run an async command; turn the errors a person can cause into one line and exit code 2.
+    """Run an async command; turn the errors a person can act on into one line and their exit code.
 
     Ctrl-C exits with `interrupted`: 130 by convention, 0 for `watch`, where it is how one stops.
     """
@@ -172,11 +322,11 @@ def _handler(
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
         try:
             return asyncio.run(run(args))
-        except UserError as exc:
+        except CliError as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return int(exc.code)
         except KeyboardInterrupt:
-            return interrupted
+            return int(interrupted)
 
     return handle
 
@@ -190,7 +340,7 @@ def _connection_settings(args: argparse.Namespace) -> RedisServiceSettings:
     try:
         settings = load(RedisServiceSettings, what="connection settings")
     except InvalidInputError as exc:
-        raise UserError(str(exc)) from exc
+        raise BadInputError(str(exc)) from exc
     # The options win: their defaults already come from the same variables.
     return settings.model_copy(
         update={
@@ -218,7 +368,7 @@ async def _release(args: argparse.Namespace) -> int:
     for item in args.target:
         minor, sep, version = item.partition("=")
         if not sep or not minor or not version:
-            raise UserError(f"--target {item!r}: expected MINOR=VERSION, e.g. 1.30=1.31.13-gke.1023000")
+            raise BadInputError(f"--target {item!r}: expected MINOR=VERSION, e.g. 1.30=1.31.13-gke.1023000")
         targets[minor.strip()] = version.strip()
     event_id = args.id or f"release-{uuid.uuid4().hex[:12]}"
     model = _validated(ReleaseTarget, event_id=event_id, channel=args.channel, targets=targets)
@@ -237,13 +387,11 @@ async def _start(args: argparse.Namespace) -> int:
 
 
 async def _operator_action(args: argparse.Namespace) -> int:
-    command = _command(action=args.action, rollout_id=args.rollout)
-    await _publish(args, OPERATOR_COMMANDS, [(command, command.command_id)])
-    print(
-        f"published {args.action} {command.command_id} for {args.rollout or 'every active rollout'}; "
-        "the planner acknowledges it on the progress topic"
-    )
-    return 0
+    narrowed = {"stage": getattr(args, "stage", None), "cluster": getattr(args, "cluster", None)}
+    command = _command(action=args.action, rollout_id=args.rollout, all_rollouts=args.all, **narrowed)
+    target = f"rollout {args.rollout}" if args.rollout else "every active rollout"
+    scope = "".join(f", {name} {value}" for name, value in narrowed.items() if value)
+    return await _send_command(args, command, what=f"{args.action} {command.command_id} for {target}{scope}")
 
 
 async def _soak(args: argparse.Namespace) -> int:
@@ -253,18 +401,59 @@ async def _soak(args: argparse.Namespace) -> int:
     command = _command(
         action="soak_override", stage=args.stage, version=args.version, soak=None if args.clear else args.soak
     )
-    await _publish(args, OPERATOR_COMMANDS, [(command, command.command_id)])
     what = "cleared" if args.clear else f"set to {args.soak}"
-    print(f"published soak override {command.command_id}: {args.stage} / {args.version} {what}")
-    return 0
+    return await _send_command(
+        args, command, what=f"soak override {command.command_id}: {args.stage} / {args.version} {what}"
+    )
 
 
 def _command(**fields: Any) -> OperatorCommand:
-    user = os.environ.get("USER") or "unknown"
     command: OperatorCommand = _validated(
-        OperatorCommand, command_id=f"cmd-{uuid.uuid4().hex[:12]}", issued_by=user, **fields
+        OperatorCommand, command_id=f"cmd-{uuid.uuid4().hex[:12]}", issued_by=_user(), **fields
     )
     return command
+
+
+def _user() -> str:
+    return os.environ.get("USER") or "unknown"
+
+
+async def _send_command(args: argparse.Namespace, command: OperatorCommand | SequenceChange, *, what: str) -> int:
+    """Publish an operator command; unless --no-wait, wait for its acknowledgement and report it."""
+    if args.no_wait:
+        await _publish(args, OPERATOR_COMMANDS, [(command, command.command_id)])
+        print(f"published {what}; the planner acknowledges it on the progress topic")
+        return ExitCode.OK
+    answer = await _published_and_answered(args, command)
+    return _report(answer, what=what, command_id=command.command_id, timeout_s=args.timeout)
+
+
+async def _published_and_answered(args: argparse.Namespace, command: OperatorCommand | SequenceChange) -> Answer | None:
+    bus = _bus(args)
+    listener = AckListener(bus, topic_prefix=args.topic_prefix)
+    try:
+        with _kafka_errors(args, topic=args.topic_prefix + PROGRESS.name):
+            async with asyncio.timeout(_CONNECT_TIMEOUT_S):
+                await listener.start()  # before publishing: an answer in milliseconds is not missed
+        await _publish(args, OPERATOR_COMMANDS, [(command, command.command_id)], bus=bus)
+        with _kafka_errors(args, topic=args.topic_prefix + PROGRESS.name):
+            return await listener.answer(command.command_id, timeout_s=args.timeout)
+    finally:
+        await bus.close()
+
+
+def _report(answer: Answer | None, *, what: str, command_id: str, timeout_s: float) -> int:
+    if answer is None:
+        raise NoAnswerError(
+            f"{what} was published, but the planner did not answer within {timeout_s:g} s: check that it runs "
+            f"(`rollout status` shows when it last decided), then look for the answer with "
+            f"`rollout watch --plain --from-beginning | grep {command_id}`"
+        )
+    if not answer.accepted:
+        print(f"rejected: {what}: {answer.reason}", file=sys.stderr)
+        return ExitCode.REJECTED
+    print(f"accepted: {what}: {answer.reason}")
+    return ExitCode.OK
 
 
 async def _apply(args: argparse.Namespace) -> int:
@@ -273,19 +462,42 @@ async def _apply(args: argparse.Namespace) -> int:
             scenario = load_scenario(args.file)
             clusters = scenario.fleet()
     except ScenarioError as exc:
-        raise UserError(str(exc)) from exc
-    upserts = [
+        raise BadInputError(str(exc)) from exc
+    upserts: list[tuple[BaseModel, str]] = [
+        (InventoryChange(action="upsert", cluster_group=g), f"inventory-group-{g.name}-{uuid.uuid4().hex[:8]}")
+        for g in scenario.cluster_groups
+    ]
+    upserts += [
         (InventoryChange(action="upsert", cluster=c), f"inventory-{c.name}-{uuid.uuid4().hex[:8]}") for c in clusters
     ]
-    sequence = scenario.sequence.model_dump_json(by_alias=True).encode()
-    await _with_store(args, lambda store: store.put(SEQUENCE_KEY, sequence))
     with ProgressCount(len(upserts), "publishing clusters to the inventory") as progress:
         await _publish(args, INVENTORY, upserts, create_topics=True, progress=progress)
-    print(
-        f"applied {args.file}: sequence {scenario.sequence.name!r} with {len(scenario.sequence.stages)} "
-        f"stage(s) stored; {len(clusters)} cluster(s) published to the inventory"
+    groups = len(scenario.cluster_groups)
+    published = f"{len(clusters)} cluster(s) published to the inventory" + (
+        f" with {groups} cluster group(s)" if groups else ""
     )
-    return 0
+    sequence = scenario.sequence
+    stored = sequence.model_dump_json(by_alias=True).encode()
+    if await _status_if_any(args) is None:
+        # No planner has decided anything here yet: it reads the stored sequence when it starts.
+        await _with_store(args, lambda store: store.put(SEQUENCE_KEY, stored))
+        print(f"applied {args.file}: {published}; sequence {sequence.name!r} ({len(sequence.stages)} stage(s)) stored")
+        return ExitCode.OK
+    # A running planner never reads the stored sequence again: the change goes to it as an event (SEQ-7).
+    change = _validated(SequenceChange, command_id=f"seq-{uuid.uuid4().hex[:12]}", sequence=sequence, issued_by=_user())
+    what = f"sequence {sequence.name!r} from {args.file} ({published})"
+    if args.no_wait:
+        await _publish(args, OPERATOR_COMMANDS, [(change, change.command_id)])
+        print(f"published {what} as change {change.command_id}; the planner answers on the progress topic")
+        return ExitCode.OK
+    answer = await _published_and_answered(args, change)
+    if answer is not None and answer.accepted:
+        # Kept for a planner that starts without a snapshot; only a definition the planner took.
+        await _with_store(args, lambda store: store.put(SEQUENCE_KEY, stored))
+    code = _report(
+        answer, what=f"{what}, change {change.command_id}", command_id=change.command_id, timeout_s=args.timeout
+    )
+    return code
 
 
 async def _publish(
@@ -295,39 +507,50 @@ async def _publish(
     *,
     create_topics: bool = False,
     progress: ProgressCount | None = None,
+    bus: KafkaBus | None = None,
 ) -> None:
-    bus = _bus(args)
+    """Publish `items` on `topic`; closes the bus afterwards unless it was given."""
+    own = bus is None
+    client = _bus(args) if bus is None else bus
     name = args.topic_prefix + topic.name
 
     async def send(model: BaseModel, event_id: str) -> None:
         value, headers = envelope.encode(model, event_id=event_id, source=args.source, at=time.time())
-        await bus.publish(name, key=topic.key(model).encode(), value=value, headers=headers)
+        await client.publish(name, key=topic.key(model).encode(), value=value, headers=headers)
 
     try:
-        async with asyncio.timeout(_CONNECT_TIMEOUT_S):
-            if create_topics:
-                await bus.ensure_topics([t.spec(args.topic_prefix) for t in ALL])
-            if items:
-                await send(*items[0])  # connects, and fails fast on a wrong address or topic
-        # The rest in chunks sent together: one round trip per chunk instead of per message, and a
-        # deadline per chunk so a large fleet is not cut off by the connect timeout.
-        for start in range(1, len(items), _PUBLISH_CHUNK):
-            chunk = items[start : start + _PUBLISH_CHUNK]
+        with _kafka_errors(args, topic=name, hint="run `rollout apply` or start the planner first"):
             async with asyncio.timeout(_CONNECT_TIMEOUT_S):
-                await asyncio.gather(*(send(model, event_id) for model, event_id in chunk))
-            if progress is not None:
-                progress.advance(len(chunk) + (1 if start == 1 else 0))
+                if create_topics:
+                    await client.ensure_topics([t.spec(args.topic_prefix) for t in ALL])
+                if items:
+                    await send(*items[0])  # connects, and fails fast on a wrong address or topic
+            # The rest in chunks sent together: one round trip per chunk instead of per message, and a
+            # deadline per chunk so a large fleet is not cut off by the connect timeout.
+            for start in range(1, len(items), _PUBLISH_CHUNK):
+                chunk = items[start : start + _PUBLISH_CHUNK]
+                async with asyncio.timeout(_CONNECT_TIMEOUT_S):
+                    await asyncio.gather(*(send(model, event_id) for model, event_id in chunk))
+                if progress is not None:
+                    progress.advance(len(chunk) + (1 if start == 1 else 0))
+    finally:
+        if own:
+            await client.close()
+
+
+@contextlib.contextmanager
+def _kafka_errors(args: argparse.Namespace, *, topic: str, hint: str = "start the planner first") -> Iterator[None]:
+    """Kafka's errors as the person sees them: one line each, with the exit code that fits."""
+    try:
+        yield
     except UnknownTopicError as exc:
-        raise UserError(
-            f"topic {name!r} does not exist on {args.bootstrap}: run `rollout apply` or start the "
-            f"planner first, or check --topic-prefix"
+        raise BadInputError(
+            f"topic {topic!r} does not exist on {args.bootstrap}: {hint}, or check --topic-prefix"
         ) from exc
     except (TransientError, TimeoutError) as exc:
-        raise UserError(_kafka_unreachable(args)) from exc
-    except RolloutError as exc:
-        raise UserError(f"Kafka at {args.bootstrap} refused: {_short(exc)}") from exc
-    finally:
-        await bus.close()
+        raise UnreachableError(_kafka_unreachable(args)) from exc
+    except RolloutError as exc:  # a refused login or a missing ACL: one line, not a traceback
+        raise BadInputError(f"Kafka at {args.bootstrap} refused: {_short(exc)}") from exc
 
 
 def _kafka_unreachable(args: argparse.Namespace) -> str:
@@ -341,7 +564,7 @@ def _validated(model: type[Any], **fields: Any) -> Any:
     try:
         return model(**fields)
     except ValidationError as exc:
-        raise UserError("; ".join(_problem(e["loc"], e["msg"]) for e in exc.errors())) from exc
+        raise BadInputError("; ".join(_problem(e["loc"], e["msg"]) for e in exc.errors())) from exc
 
 
 def _problem(loc: tuple[int | str, ...], message: str) -> str:
@@ -361,11 +584,11 @@ async def _with_store(args: argparse.Namespace, call: Callable[[RedisStore], Awa
         async with asyncio.timeout(_CONNECT_TIMEOUT_S):
             return await call(store)
     except (TransientError, TimeoutError) as exc:
-        raise UserError(
+        raise UnreachableError(
             f"cannot reach Redis at {redis}: start Redis or point --redis (or ROLLOUT_REDIS_URL) at the planner's"
         ) from exc
     except RolloutError as exc:
-        raise UserError(f"Redis at {redis} refused: {_short(exc)}") from exc
+        raise BadInputError(f"Redis at {redis} refused: {_short(exc)}") from exc
     finally:
         await store.close()
 
@@ -373,14 +596,14 @@ async def _with_store(args: argparse.Namespace, call: Callable[[RedisStore], Awa
 async def _read_status(args: argparse.Namespace) -> dict[str, Any]:
     raw = await _with_store(args, lambda store: store.get(STATUS_KEY))
     if raw is None:
-        raise UserError(
+        raise BadInputError(
             f"no status yet under namespace {args.namespace!r} at {masked_url(args.redis)}: start the planner and "
             "`rollout apply` a sequence, or check --redis and --namespace"
         )
     try:
         document: dict[str, Any] = json.loads(raw)
     except ValueError as exc:
-        raise UserError(
+        raise BadInputError(
             f"the status under namespace {args.namespace!r} is not JSON: check --redis and --namespace"
         ) from exc
     return document
@@ -390,14 +613,14 @@ async def _status_if_any(args: argparse.Namespace) -> dict[str, Any] | None:
     """The status document when Redis answers and holds one; None otherwise (a check that may be skipped)."""
     try:
         return await _read_status(args)
-    except UserError:
+    except CliError:
         return None
 
 
 def _check_stage(stage: str, document: Mapping[str, Any]) -> None:
     names = [s["name"] for s in document.get("stages", [])]
     if names and stage not in names:
-        raise UserError(f"unknown stage {stage!r}: sequence {document.get('sequence')!r} has {', '.join(names)}")
+        raise BadInputError(f"unknown stage {stage!r}: sequence {document.get('sequence')!r} has {', '.join(names)}")
 
 
 async def _status(args: argparse.Namespace) -> int:
@@ -440,13 +663,13 @@ async def _watch(args: argparse.Namespace) -> int:
         else:
             await _watch_live(consumer, first, model, count=args.count, title=f"rollout watch · {topic}")
     except UnknownTopicError as exc:
-        raise UserError(
+        raise BadInputError(
             f"topic {topic!r} does not exist on {args.bootstrap}: start the planner first, or check --topic-prefix"
         ) from exc
     except (TransientError, TimeoutError) as exc:
-        raise UserError(_kafka_unreachable(args)) from exc
+        raise UnreachableError(_kafka_unreachable(args)) from exc
     except RolloutError as exc:  # a refused login or a missing ACL: one line, not a traceback
-        raise UserError(f"Kafka at {args.bootstrap} refused: {_short(exc)}") from exc
+        raise BadInputError(f"Kafka at {args.bootstrap} refused: {_short(exc)}") from exc
     finally:
         await bus.close()
     return 0
@@ -524,32 +747,15 @@ def _progress_line(value: bytes, headers: Any) -> str:
 
 
 async def _export_schemas(args: argparse.Namespace) -> int:
-    try:
-        args.dir.mkdir(parents=True, exist_ok=True)
-        index: dict[str, Any] = {}
-        written: set[str] = set()
-        for topic in ALL:
-            files = []
-            for model in topic.models:
-                kind = model.model_fields["kind"].default
-                filename = f"{envelope.TYPE_PREFIX}{kind}.v1.json"
-                files.append(filename)
-                if filename not in written:
-                    schema = model.model_json_schema(by_alias=True)
-                    schema["$id"] = filename
-                    (args.dir / filename).write_text(json.dumps(schema, indent=2) + "\n")
-                    written.add(filename)
-            index[topic.name] = {
-                "partitions": topic.partitions,
-                "compacted": topic.compacted,
-                "schemas": files,
-                "doc": topic.doc,
-            }
-        (args.dir / "index.json").write_text(json.dumps(index, indent=2) + "\n")
-    except OSError as exc:
-        raise UserError(f"{args.dir}: cannot write: {exc.strerror}") from exc
-    print(f"wrote {len(written)} schema(s) and index.json to {args.dir}")
-    return 0
+    count = write_schemas(args.dir)
+    print(f"wrote {count} schema(s) and index.json to {args.dir}")
+    return ExitCode.OK
+
+
+async def _write_asyncapi(args: argparse.Namespace) -> int:
+    write_asyncapi(args.file)
+    print(f"wrote the AsyncAPI {ASYNCAPI_VERSION} document of {len(ALL)} topics to {args.file}")
+    return ExitCode.OK
 
 
 # -- formatting -------------------------------------------------------------------------------
@@ -575,4 +781,4 @@ def _compact(value: Any) -> str:
     return str(value)
 
 
-__all__ = ["UserError", "register"]
+__all__ = ["register"]

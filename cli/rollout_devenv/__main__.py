@@ -15,9 +15,12 @@ from rollout_devenv._proc import DevenvError
 from rollout_devenv.kafka import KafkaBroker, fetch_kafka_jars
 from rollout_devenv.redis import RedisServer
 
+_PORT_FILE = "rollout-port"
+
 
 class _Server(Protocol):
     log_path: Path
+    data_dir: Path
 
     @property
     def running(self) -> bool: ...
@@ -37,16 +40,26 @@ def _parser() -> argparse.ArgumentParser:
     kafka_actions = kafka.add_subparsers(dest="action", required=True)
     kafka_actions.add_parser("fetch", help="fetch the broker's jars (once per machine) and print their folder")
     kafka_run = kafka_actions.add_parser("run", help="start a broker, print KAFKA_BOOTSTRAP=..., stop on Ctrl-C")
-    kafka_run.add_argument("--data-dir", type=Path, help="keep the broker's data here (default: a temp dir)")
+    kafka_run.add_argument(
+        "--data-dir",
+        type=Path,
+        help="keep the broker's data (and its port) here across runs; default: a temp dir, deleted on stop",
+    )
     redis = services.add_parser("redis", help="Debian's redis-server")
     redis_actions = redis.add_subparsers(dest="action", required=True)
     redis_run = redis_actions.add_parser("run", help="start a server, print REDIS_URL=..., stop on Ctrl-C")
-    redis_run.add_argument("--data-dir", type=Path, help="keep the server's files here (default: a temp dir)")
-    redis_run.add_argument("--aof", action="store_true", help="append-only file, fsync always")
+    redis_run.add_argument(
+        "--data-dir",
+        type=Path,
+        help="keep the server's files (and its port) here across runs, with an append-only file as in "
+        "production; default: a temp dir, deleted on stop",
+    )
+    redis_run.add_argument("--aof", action="store_true", help="append-only file, fsync always (on with --data-dir)")
+    redis_run.add_argument("--port", type=int, help="listen here (default: the data dir's last port, or a free one)")
     return parser
 
 
-def _serve(server: _Server, *, announce: Callable[[], str]) -> int:
+def _serve(server: _Server, *, announce: Callable[[], str], kept: bool) -> int:
     """Start `server`, print `announce()` on stdout, and stop it on Ctrl-C or SIGTERM."""
     stop_requested = threading.Event()
     ready = threading.Event()
@@ -65,6 +78,7 @@ def _serve(server: _Server, *, announce: Callable[[], str]) -> int:
         ready.set()
         print(announce(), flush=True)
         print(f"log: {server.log_path}; Ctrl-C to stop", file=sys.stderr, flush=True)
+        print(_data_note(server.data_dir, kept=kept), file=sys.stderr, flush=True)
         while not stop_requested.wait(timeout=1.0):
             if not server.running:
                 raise DevenvError(f"the server exited on its own; see {server.log_path}")
@@ -75,6 +89,12 @@ def _serve(server: _Server, *, announce: Callable[[], str]) -> int:
     return 0
 
 
+def _data_note(data_dir: Path, *, kept: bool) -> str:
+    if kept:
+        return f"data: {data_dir}, kept when it stops; the same --data-dir starts it again with that data and port"
+    return f"data: {data_dir}, deleted when it stops; keep it with --data-dir DIR (make ... DATA=DIR)"
+
+
 def _kafka_run(data_dir: Path | None) -> int:
     broker = KafkaBroker(data_dir=data_dir)
 
@@ -82,12 +102,22 @@ def _kafka_run(data_dir: Path | None) -> int:
         print(f"Kafka {broker.version} ready in {broker.last_start_s or 0:.1f} s", file=sys.stderr)
         return f"KAFKA_BOOTSTRAP={broker.bootstrap}"
 
-    return _serve(broker, announce=announce)
+    return _serve(broker, announce=announce, kept=data_dir is not None)
 
 
-def _redis_run(data_dir: Path | None, *, aof: bool) -> int:
-    server = RedisServer(data_dir=data_dir, aof=aof)
-    return _serve(server, announce=lambda: f"REDIS_URL={server.url}")
+def _redis_run(data_dir: Path | None, *, aof: bool, port: int | None) -> int:
+    remembered = data_dir / _PORT_FILE if data_dir is not None else None
+    if port is None and remembered is not None and remembered.is_file():
+        port = int(remembered.read_text().strip())  # clients keep their REDIS_URL across a restart
+    # A kept data dir is for restarts under a running system: every write fsynced, as in production.
+    server = RedisServer(data_dir=data_dir, aof=aof or data_dir is not None, port=port)
+
+    def announce() -> str:
+        if remembered is not None:
+            remembered.write_text(f"{server.port}\n")
+        return f"REDIS_URL={server.url}"
+
+    return _serve(server, announce=announce, kept=data_dir is not None)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -96,7 +126,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.service == "kafka":
         return _kafka_run(args.data_dir)
-    return _redis_run(args.data_dir, aof=args.aof)
+    return _redis_run(args.data_dir, aof=args.aof, port=args.port)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -109,9 +109,9 @@ def test_any_scenario_file_runs(capsys: pytest.CaptureFixture[str]) -> None:
         (["--speed", "-1"], "--speed"),
     ],
 )
-def test_mistakes_give_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str) -> None:
+def test_mistakes_give_one_line_and_exit_1(capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str) -> None:
     code, out, err = _run(capsys, "--no-live", *argv)
-    assert code == 2
+    assert code == 1  # invalid input (rollout_cli.exit_codes)
     assert out == ""
     assert len(err.strip().splitlines()) == 1
     assert err.startswith("error: ")
@@ -122,7 +122,7 @@ def test_an_invalid_scenario_is_one_line_too(capsys: pytest.CaptureFixture[str],
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nsequence: {name: s, stages: [{name: a, soak: 40d}]}\nuntil: soon\n")
     code, _, err = _run(capsys, "--no-live", "--scenario", str(bad))
-    assert code == 2
+    assert code == 1
     assert len(err.strip().splitlines()) == 1
     assert "bad.yaml" in err
     assert "until" in err

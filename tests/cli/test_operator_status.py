@@ -145,5 +145,5 @@ def test_rollout_status_reads_the_document_from_redis(redis_url: str, capsys: py
     assert "GATE-3" in screen and "staging/controlPlane" in screen
     assert main(["status", "--stage", "staging", "--json", *common]) == 0
     assert [s["name"] for s in json.loads(capsys.readouterr().out)["stages"]] == ["staging"]
-    assert main(["status", "--stage", "nope", *common]) == 2
+    assert main(["status", "--stage", "nope", *common]) == 1
     assert capsys.readouterr().err == "error: unknown stage 'nope': sequence 'demo' has test, staging, prod\n"

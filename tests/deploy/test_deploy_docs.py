@@ -41,7 +41,10 @@ def _commands(program: str) -> list[list[str]]:
         for start, word in enumerate(words):
             # `kubectl -n rollout ...` names the namespace, not the program.
             if word == program and (start == 0 or words[start - 1] not in ("-n", "--namespace")):
-                found.append(words[start:])
+                # up to a shell operator: `rollout ... || echo "exit $?"` shows the exit code
+                rest = words[start:]
+                ends = [i for i, w in enumerate(rest) if w in ("||", "&&", "|", ";")]
+                found.append(rest[: ends[0]] if ends else rest)
                 break
     return found
 

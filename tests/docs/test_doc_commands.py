@@ -53,6 +53,7 @@ _README_TEST = "tests/docs/test_readme_commands.py"
 # Shown commands other tests run, and which.
 ELSEWHERE = {
     "make test": "the whole suite: .ci/run runs exactly this",
+    "rollout retry --all": "tests/service/test_operator_acks.py (a failed upgrade retried through an executor)",
     "rollout validate tests/scenarios/gate1-25-mu5.yaml": _README_TEST,
     "rollout plan ../shared/conformance/cases/fleet-200-10pct-mup1.yaml": _README_TEST,
     "rollout simulate ../shared/conformance/cases/gke-bank-soak.yaml": _README_TEST,
@@ -371,12 +372,23 @@ def _metrics_and_dead_letters(term: Terminal, shown: dict[str, str], compose: Co
 
 def _troubleshooting(term: Terminal, status_url: str) -> None:
     shown = _shown("docs/troubleshooting.md")
-    subprocess.run(["rollout", "pause"], cwd=term.cwd, env=term.env, check=True, capture_output=True)
+    subprocess.run(["rollout", "pause", "--all"], cwd=term.cwd, env=term.env, check=True, capture_output=True)
     _until(lambda: _rollout_states(status_url) == ["PAUSED"], what="the paused rollout")
-    term.run(shown["rollout resume"])
+    term.run(shown["rollout resume --all"])
     _until(lambda: _rollout_states(status_url) == ["RUNNING"], what="the resumed rollout")
     term.run(shown[f"rollout soak --stage prod --version {RELEASE} --soak 0d"])
     time.sleep(0.5)  # the watch prints what the planner publishes, a moment after the status
+
+
+_RETRY = 'rollout retry --rollout main-1 --cluster c-03 || echo "exit $?"'
+_REJECTED = 'rollout cancel --rollout main-9 || echo "exit $?"'
+
+
+def _operator_commands(term: Terminal, shown: dict[str, str]) -> None:
+    """docs/operations.md, operator commands (OPS-3, OPS-4, OPS-5): each prints the planner's answer.
+    The retry goes last: an engine that does not apply retries yet may take it for something else."""
+    for text in ("rollout pause --rollout main-1", "rollout resume --rollout main-1", _REJECTED, _RETRY):
+        term.run(shown[text])
 
 
 _SEED_2 = "tests/chaos/test_fault_injection.py::test_a_rollout_survives_a_seeded_fault_schedule[2]"
@@ -439,6 +451,7 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Terminal]:
         _compose(term, operations, compose)
         _upgrade_and_backup(term, operations, compose)
         _status_block(term, operations, status_url)
+        _operator_commands(term, operations)
         _metrics_and_dead_letters(term, operations, compose)
         _long_runs(term)
         for job in demos:
@@ -570,10 +583,27 @@ def test_metrics_and_dead_letters(walk: Terminal) -> None:
 
 def test_troubleshooting_actions(walk: Terminal) -> None:
     """Resume brought the rollout back to RUNNING (the walk waits for it); the planner took the soak override."""
-    _ok(walk, "docs/troubleshooting.md: rollout resume")
+    _ok(walk, "docs/troubleshooting.md: rollout resume --all")
     _ok(walk, f"docs/troubleshooting.md: rollout soak --stage prod --version {RELEASE} --soak 0d")
     progress = _ok(walk, "docs/events.md: kcat -C -b localhost:9092 -t rollout.progress -f '%h %s\\n'").out
     assert re.search(r'"kind":\s*"command_ack".*"accepted":\s*true.*"reason":\s*"soak_override applied"', progress)
+
+
+def test_operator_commands_print_the_planners_answer_and_exit_by_it(walk: Terminal) -> None:
+    """OPS-3: accepted is exit 0, rejected is exit 1 with the planner's reason (OPS-5: unknown rollout)."""
+    for action in ("pause", "resume"):
+        out = _ok(walk, f"docs/operations.md: rollout {action} --rollout main-1").out
+        assert out.startswith(f"accepted: {action} cmd-"), out
+        assert out.rstrip().endswith(f"for rollout main-1: {action} applied"), out
+    rejected = _ok(walk, f"docs/operations.md: {_REJECTED}")
+    assert rejected.out == "exit 1\n"
+    assert rejected.err.startswith("rejected: cancel cmd-"), rejected.err
+    assert rejected.err.rstrip().endswith("for rollout main-9: unknown rollout main-9"), rejected.err
+    retried = _ok(walk, f"docs/operations.md: {_RETRY}")
+    # The engine's answer: c-03 has not failed. Until the engine applies retries (OPS-4) it may accept it.
+    answer = retried.out + retried.err
+    assert "retry cmd-" in answer and "for rollout main-1, cluster c-03" in answer, answer
+    assert retried.out.startswith("accepted: ") or retried.out.endswith("exit 1\n"), answer
 
 
 def test_long_runs_are_what_the_pages_say(walk: Terminal) -> None:

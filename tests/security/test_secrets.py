@@ -135,7 +135,7 @@ def test_the_cli_with_a_wrong_kafka_password_says_so_in_one_line(secure: SecureK
         env=env,
         cwd=tmp_path,
     )
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr  # refused: invalid input, not unreachable
     [line] = done.stderr.strip().splitlines()
     assert "refused the SASL login of user 'operator'" in line
     _assert_no_secret(done.stdout + done.stderr, "the CLI's error")

@@ -407,6 +407,18 @@ class KafkaConsumer:
                 raise UnreadableRecordError(_unreadable(self._topics, self._group)) from exc
         return [_to_record(message) for tp in sorted(batches) for message in batches[tp]]
 
+    async def positioned(self) -> None:
+        """Joined, with a read position on every owned partition: whatever is published from now on
+        is read. (A member of a new group that only starts its first poll after publishing could
+        have its position set past a message published in between.)"""
+        consumer = await self._started()
+        while not consumer.assignment():
+            with _translated(f"join group {self._group!r}"):
+                await consumer.getmany(timeout_ms=100, max_records=1)
+        for tp in consumer.assignment():
+            with _translated(f"position on {tp.topic}[{tp.partition}]"):
+                await consumer.position(tp)
+
     async def commit(self, records: Sequence[Record]) -> None:
         self._check_open()
         offsets = {TopicPartition(*tp): offset for tp, offset in next_offsets(records).items()}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from rollout_common.status import RolloutState, StageState, Track
-from rollout_common.version import parse_version
+from rollout_common.version import VersionText
 
 
 class _Command(BaseModel):
@@ -18,26 +18,20 @@ class StageAdvance(_Command):
     """One batch: at most maxNew clusters of one partition, one track, one version (GATE-1)."""
 
     kind: Literal["stage_advance"] = "stage_advance"
-    command_id: str = Field(alias="commandId")
+    command_id: str = Field(alias="commandId", min_length=1)
     rollout_id: str = Field(alias="rolloutId")
     stage: str
     track: Track
     partition: str
-    version: str
+    # A command with a bad version is dead-lettered at the door, never turned into results that
+    # carry it (which the planner's UpgradeResult would refuse).
+    version: VersionText
     clusters: tuple[str, ...]
     retries: dict[str, int] = Field(
         default_factory=dict,
         description="OPS-4: per cluster, how often an operator retried its failed upgrade to this version; "
         "absent means 0. Executors keep each attempt apart, so a retried target runs once more.",
     )
-
-    @field_validator("version")
-    @classmethod
-    def _version(cls, value: str) -> str:
-        # A command with a bad version is dead-lettered at the door, never turned into results that
-        # carry it (which the planner's UpgradeResult would refuse).
-        parse_version(value)
-        return value
 
 
 class StageTransition(_Command):
@@ -46,7 +40,7 @@ class StageTransition(_Command):
     stage: str
     track: Track
     state: StageState
-    version: str | None = None
+    version: VersionText | None = None
     reason: str
     until: float | None = None
 
@@ -62,8 +56,8 @@ class CommandAck(_Command):
     """OPS-3: every operator command is answered on the progress stream."""
 
     kind: Literal["command_ack"] = "command_ack"
-    command_id: str = Field(alias="commandId")
-    accepted: bool
+    command_id: str = Field(alias="commandId", min_length=1)
+    accepted: StrictBool
     reason: str
 
 

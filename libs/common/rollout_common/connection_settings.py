@@ -95,8 +95,16 @@ class ServiceSettings(BaseSettings):
     kafka_security: KafkaSecurity = Field(default_factory=KafkaSecurity)
     kafka_replication_factor: int = Field(default=1, ge=1, description="of the topics this service creates")
     create_topics: bool = Field(default=True, description="create missing topics at start (idempotent)")
-    topic_prefix: str = Field(default="", description="put before every catalog topic name (fresh topics in tests)")
+    topic_prefix: str = Field(
+        default="",
+        description="put before every catalog topic name and consumer group id (one broker, several systems)",
+    )
     log_level: str = "INFO"
+
+    def group(self, name: str) -> str:
+        """A consumer group id under the topic prefix, so two deployments sharing a broker never share a
+        group. A name that already starts with the prefix is kept as it is."""
+        return name if name.startswith(self.topic_prefix) else self.topic_prefix + name
 
     @classmethod
     def settings_customise_sources(

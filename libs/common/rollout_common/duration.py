@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhd])")
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?[smhd])+(?![\s\S])"
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 DAY = 86400.0

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
-from rollout_common.fleet import Cluster
-from rollout_common.sequence import Sequence, check_soak
+from rollout_common.fleet import Cluster, ClusterGroup
+from rollout_common.sequence import Sequence, SoakSeconds, check_soak
 from rollout_common.status import Track
-from rollout_common.version import parse_minor, parse_version
+from rollout_common.version import MinorText, VersionText
 
 
 class _Event(BaseModel):
@@ -22,15 +22,8 @@ class ReleaseTarget(_Event):
     kind: Literal["release_target"] = "release_target"
     event_id: str = Field(alias="eventId", min_length=1)
     channel: str
-    targets: dict[str, str] = Field(min_length=1)
-
-    @field_validator("targets")
-    @classmethod
-    def _versions(cls, value: dict[str, str]) -> dict[str, str]:
-        for minor, version in value.items():
-            parse_minor(minor)
-            parse_version(version)
-        return value
+    # a minor the pattern does not name is no target: the schema says so as the model does
+    targets: dict[MinorText, VersionText] = Field(min_length=1, json_schema_extra={"additionalProperties": False})
 
 
 class StartRollout(_Event):
@@ -38,14 +31,8 @@ class StartRollout(_Event):
 
     kind: Literal["start_rollout"] = "start_rollout"
     event_id: str = Field(alias="eventId", min_length=1)
-    version: str
-    tracks: tuple[Track, ...] = (Track.CONTROL_PLANE, Track.NODES)
-
-    @field_validator("version")
-    @classmethod
-    def _version(cls, value: str) -> str:
-        parse_version(value)
-        return value
+    version: VersionText
+    tracks: tuple[Track, ...] = Field(default=(Track.CONTROL_PLANE, Track.NODES), json_schema_extra={"minItems": 1})
 
     @field_validator("tracks")
     @classmethod
@@ -69,8 +56,10 @@ class OperatorCommand(_Event):
     all_rollouts: bool = Field(default=False, alias="all", description="apply to every active rollout (OPS-5)")
     stage: str | None = None
     cluster: str | None = Field(default=None, description="retry: only this cluster's failed upgrades (OPS-4)")
+    # Any text: a command naming a version that is not one is still acknowledged, rejected with the
+    # reason (OPS-3), rather than dead-lettered.
     version: str | None = None
-    soak: float | None = Field(default=None, description="seconds; None clears the override")
+    soak: SoakSeconds | None = Field(default=None, description="seconds; None clears the override")
     issued_by: str | None = Field(default=None, alias="issuedBy")
 
     @field_validator("soak", mode="before")
@@ -83,29 +72,23 @@ class UpgradeResult(_Event):
     """An executor's report about one cluster on one track."""
 
     kind: Literal["upgrade_result"] = "upgrade_result"
-    command_id: str = Field(alias="commandId")
+    command_id: str = Field(alias="commandId", min_length=1)
     cluster: str
     track: Track
-    version: str
+    # Checked at the door: the engine parses it, and a bad one there would stop the planner on
+    # every redelivery of the record instead of dead-lettering it once (BUS-4).
+    version: VersionText
     outcome: Literal["started", "succeeded", "failed"]
     error: str | None = None
     finished_at: float | None = Field(
         default=None, alias="finishedAt", description="epoch seconds when the executor saw this outcome (BUS-7)"
     )
 
-    @field_validator("version")
-    @classmethod
-    def _version(cls, value: str) -> str:
-        # Checked at the door: the engine parses it, and a bad one there would stop the planner on
-        # every redelivery of the record instead of dead-lettering it once (BUS-4).
-        parse_version(value)
-        return value
-
 
 class Readiness(_Event):
     kind: Literal["readiness"] = "readiness"
     cluster: str
-    ready: bool
+    ready: StrictBool
     reason: str | None = None
     observed_at: float | None = Field(
         default=None, alias="observedAt", description="epoch seconds when the cluster was observed (BUS-7)"
@@ -113,12 +96,14 @@ class Readiness(_Event):
 
 
 class InventoryChange(_Event):
-    """A cluster registered, changed (relabelled, new window...) or removed (SEQ-6)."""
+    """A cluster registered, changed (relabelled, new window...) or removed (SEQ-6); or a cluster group
+    defined, changed or removed (`clusterGroup`; on removal only its name counts)."""
 
     kind: Literal["inventory"] = "inventory"
     action: Literal["upsert", "remove"]
     cluster: Cluster | None = None
     name: str | None = None
+    cluster_group: ClusterGroup | None = Field(default=None, alias="clusterGroup")
 
 
 class SequenceChange(_Event):

@@ -3,42 +3,34 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rollout_common.labels import LabelMap
-from rollout_common.version import Version, parse_version, reject_yaml_number
+from rollout_common.selector import LabelSelector
+from rollout_common.version import Version, VersionText, parse_version, reject_yaml_number
 from rollout_common.window import MaintenanceExclusion, MaintenanceWindow
 
 # DNS-1123-ish names keep cluster names safe to pass to drivers as arguments
 CLUSTER_NAME = re.compile(r"[a-zA-Z0-9]([a-zA-Z0-9._-]{0,251}[a-zA-Z0-9])?")
 
 
-def _check_version(value: str) -> str:
-    parse_version(value)
-    return value
-
-
 class NodePool(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    version: str
-
-    @field_validator("version")
-    @classmethod
-    def _version(cls, value: str) -> str:
-        return _check_version(value)
+    version: VersionText
 
 
 class Cluster(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    name: str
+    name: str = Field(json_schema_extra={"pattern": f"^{CLUSTER_NAME.pattern}(?![\\s\\S])"})
     labels: LabelMap = Field(default_factory=dict)
     channel: str = "regular"
-    version: str
-    node_version: str | None = Field(default=None, alias="nodeVersion")
+    version: VersionText
+    node_version: VersionText | None = Field(default=None, alias="nodeVersion")
     node_pools: tuple[NodePool, ...] = Field(default=(), alias="nodePools")
     group: str | None = None
     group_labels: LabelMap = Field(default_factory=dict, alias="groupLabels")
@@ -58,11 +50,6 @@ class Cluster(BaseModel):
     def _not_a_number(cls, value: object) -> object:
         return reject_yaml_number(value, what="version")
 
-    @field_validator("version", "node_version")
-    @classmethod
-    def _version(cls, value: str | None) -> str | None:
-        return None if value is None else _check_version(value)
-
     @model_validator(mode="after")
     def _nodes_not_above_control_plane(self) -> Cluster:
         if self.nodes > self.control_plane:
@@ -79,3 +66,29 @@ class Cluster(BaseModel):
         if self.node_pools:
             return min(parse_version(p.version) for p in self.node_pools)
         return parse_version(self.node_version or self.version)
+
+
+class ClusterGroup(BaseModel):
+    """A named set of clusters with labels of its own, as Fleet's ClusterGroup: its `selector` picks
+    its clusters by their labels, and partitions' `clusterGroupSelector` picks groups by these labels.
+
+    Without a selector it holds no cluster; an empty selector (`{}`) holds every cluster.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    name: str = Field(min_length=1)
+    labels: LabelMap = Field(default_factory=dict)
+    selector: LabelSelector | None = None
+
+    def contains(self, cluster: Cluster) -> bool:
+        return self.selector is not None and self.selector.matches(cluster.labels)
+
+
+def groups_of(cluster: Cluster, groups: Iterable[ClusterGroup]) -> dict[str, LabelMap]:
+    """The groups a cluster is in, each with its labels: inventory groups whose selector holds it,
+    and the group named on the cluster itself (`group`, `groupLabels`)."""
+    found = {g.name: g.labels for g in groups if g.contains(cluster)}
+    if cluster.group is not None:
+        found[cluster.group] = {**found.get(cluster.group, {}), **cluster.group_labels}
+    return found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 
 class Heartbeat(BaseModel):
@@ -12,7 +12,7 @@ class Heartbeat(BaseModel):
 
     kind: Literal["heartbeat"] = "heartbeat"
     cluster: str
-    ready: bool
+    ready: StrictBool
     observed_at: float = Field(alias="observedAt", description="epoch seconds at the reporter")
     reporter: str = "unknown"
     detail: str | None = None

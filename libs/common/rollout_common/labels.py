@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, WithJsonSchema
 
 
 def _stringify(value: object) -> object:
@@ -21,4 +21,9 @@ def _scalar_text(value: object) -> object:
     return value
 
 
-LabelMap = Annotated[dict[str, str], BeforeValidator(_stringify)]
+# YAML and JSON writers may give a label as a number or a boolean; it is read as its text.
+LabelMap = Annotated[
+    dict[str, str],
+    BeforeValidator(_stringify),
+    WithJsonSchema({"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}),
+]

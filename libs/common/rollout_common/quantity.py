@@ -4,10 +4,26 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Annotated, Any
 
-_PERCENT = re.compile(r"(\d+(?:\.\d+)?)%")
+from pydantic import WithJsonSchema
 
-CountOrPercent = int | str
+_PERCENT = re.compile(r"([0-9]+(?:\.[0-9]+)?)%")
+_END = r"(?![\s\S])"  # not `$`: in Python it also matches before a final newline
+PERCENT_PATTERN = f"^{_PERCENT.pattern}{_END}"
+# a percentage above 0: some digit other than 0 before the %
+POSITIVE_PERCENT_PATTERN = f"^(?=[0-9.]*[1-9]){_PERCENT.pattern}{_END}"
+
+COUNT_OR_PERCENT_SCHEMA: dict[str, Any] = {
+    "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": PERCENT_PATTERN}],
+    "description": "a count of clusters (integer >= 0) or a percentage such as '10%'",
+}
+POSITIVE_COUNT_OR_PERCENT_SCHEMA: dict[str, Any] = {
+    "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": POSITIVE_PERCENT_PATTERN}],
+    "description": "a count of clusters (integer >= 1) or a percentage above 0 such as '25%'",
+}
+
+CountOrPercent = Annotated[int | str, WithJsonSchema(COUNT_OR_PERCENT_SCHEMA)]
 
 
 def check_count_or_percent(value: object, *, field: str) -> CountOrPercent:
@@ -22,8 +38,8 @@ def check_count_or_percent(value: object, *, field: str) -> CountOrPercent:
         if value < 0:
             raise ValueError(f"{field}: {value} is negative, expected a count >= 0 or a percentage")
         return value
-    if isinstance(value, str) and _PERCENT.fullmatch(value.strip()):
-        return value.strip()
+    if isinstance(value, str) and _PERCENT.fullmatch(value):
+        return value
     raise ValueError(f"{field}: {value!r} is neither a count (integer >= 0) nor a percentage like '10%'")
 
 
@@ -33,7 +49,7 @@ def resolve(value: CountOrPercent, total: int) -> int:
         return 0
     if isinstance(value, int):
         return max(0, min(value, total))
-    match = _PERCENT.fullmatch(value.strip())
+    match = _PERCENT.fullmatch(value)
     if match is None:
         raise ValueError(f"{value!r} is not a count or a percentage")
     percent = float(match.group(1))

@@ -18,7 +18,16 @@ class Operator(str, Enum):
 
 
 class Requirement(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        # In and NotIn need values, Exists and DoesNotExist take none: the model's check, as schema
+        json_schema_extra={
+            "if": {"properties": {"operator": {"enum": ["In", "NotIn"]}}},
+            "then": {"required": ["values"], "properties": {"values": {"minItems": 1}}},
+            "else": {"properties": {"values": {"maxItems": 0}}},
+        },
+    )
 
     key: str
     operator: Operator
@@ -64,3 +73,9 @@ class LabelSelector(BaseModel):
             if labels.get(key) != value:
                 return False
         return all(req.matches(labels) for req in self.match_expressions)
+
+
+class FleetLabelSelector(LabelSelector):
+    """A selector read as Fleet reads one: keys other than matchLabels and matchExpressions are ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)

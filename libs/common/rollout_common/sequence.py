@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from collections.abc import Collection, Mapping
+from typing import Annotated, Any
 
-from rollout_common.duration import DAY, parse_duration
-from rollout_common.quantity import CountOrPercent, check_count_or_percent, resolve
-from rollout_common.selector import LabelSelector
-from rollout_common.version import parse_version
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
+
+from rollout_common.duration import DAY, DURATION_PATTERN, parse_duration
+from rollout_common.quantity import (
+    POSITIVE_COUNT_OR_PERCENT_SCHEMA,
+    CountOrPercent,
+    check_count_or_percent,
+    resolve,
+)
+from rollout_common.selector import FleetLabelSelector, LabelSelector
+from rollout_common.version import VersionText, check_version_text
 
 MAX_SOAK = 30 * DAY
 DEFAULT_SOAK = 7 * DAY
+
+SOAK_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "number", "minimum": 0, "maximum": MAX_SOAK, "description": "seconds"},
+        {"type": "string", "pattern": DURATION_PATTERN, "description": "a duration such as 12h or 3d"},
+    ],
+    "description": "a soak from 0d to 30d inclusive (SOAK-3): seconds, or a duration such as 12h or 3d",
+}
+SoakSeconds = Annotated[float, WithJsonSchema(SOAK_SCHEMA)]
 
 
 def check_soak(value: object, *, field: str) -> float:
@@ -30,14 +47,27 @@ class PartitionSpec(BaseModel):
     cluster_name: str | None = Field(default=None, alias="clusterName")
     cluster_selector: LabelSelector | None = Field(default=None, alias="clusterSelector")
     cluster_group: str | None = Field(default=None, alias="clusterGroup")
-    cluster_group_selector: LabelSelector | None = Field(default=None, alias="clusterGroupSelector")
+    cluster_group_selector: FleetLabelSelector | None = Field(default=None, alias="clusterGroupSelector")
 
     @field_validator("max_unavailable", mode="before")
     @classmethod
     def _quantity(cls, value: object) -> object:
         return None if value is None else check_count_or_percent(value, field="maxUnavailable")
 
-    def matches(self, *, name: str, labels: dict[str, str], group: str | None, group_labels: dict[str, str]) -> bool:
+    @field_validator("cluster_group_selector", mode="before")
+    @classmethod
+    def _a_selector(cls, value: object) -> object:
+        """Fleet's own fleet.yaml reference nests a `clusterSelector` here, which Fleet ignores (every
+        group matches) and so does `FleetLabelSelector`; a plain name is no selector at all."""
+        if isinstance(value, str):
+            raise ValueError(
+                f"clusterGroupSelector: {value!r} is a name, not a label selector; name one group with "
+                "clusterGroup, or select groups by label with matchLabels / matchExpressions"
+            )
+        return value
+
+    def matches(self, *, name: str, labels: Mapping[str, str], groups: Mapping[str, Mapping[str, str]]) -> bool:
+        """`groups`: the groups the cluster is in, each with its labels (`fleet.groups_of`)."""
         criteria = (self.cluster_name, self.cluster_selector, self.cluster_group, self.cluster_group_selector)
         if all(c is None for c in criteria):
             return False
@@ -45,9 +75,10 @@ class PartitionSpec(BaseModel):
             return False
         if self.cluster_selector is not None and not self.cluster_selector.matches(labels):
             return False
-        if self.cluster_group is not None and group != self.cluster_group:
+        if self.cluster_group is not None and self.cluster_group not in groups:
             return False
-        return self.cluster_group_selector is None or self.cluster_group_selector.matches(group_labels)
+        selector = self.cluster_group_selector
+        return selector is None or any(selector.matches(group_labels) for group_labels in groups.values())
 
 
 class RolloutStrategy(BaseModel):
@@ -57,7 +88,9 @@ class RolloutStrategy(BaseModel):
 
     max_unavailable: CountOrPercent = Field(default="100%", alias="maxUnavailable")
     max_unavailable_partitions: CountOrPercent = Field(default=0, alias="maxUnavailablePartitions")
-    auto_partition_size: CountOrPercent = Field(default="25%", alias="autoPartitionSize")
+    auto_partition_size: Annotated[int | str, WithJsonSchema(POSITIVE_COUNT_OR_PERCENT_SCHEMA)] = Field(
+        default="25%", alias="autoPartitionSize"
+    )
     auto_partition_threshold: int = Field(default=200, alias="autoPartitionThreshold", ge=0)
     max_new: int = Field(default=50, alias="maxNew", ge=1)
     partitions: tuple[PartitionSpec, ...] = ()
@@ -96,16 +129,28 @@ class RolloutStrategy(BaseModel):
         return value
 
 
+def _one_of(*names: str) -> dict[str, Any]:
+    """JSON Schema for "exactly one of these is set" (a null counts as unset, as in the model)."""
+    return {"oneOf": [{"required": [name], "properties": {name: {"not": {"type": "null"}}}} for name in names]}
+
+
 class Stage(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        populate_by_name=True,
+        json_schema_extra=_one_of("clusterSelector", "clusterNames", "clusterGroup"),
+    )
 
     name: str
     upstream: str | None = None
     cluster_selector: LabelSelector | None = Field(default=None, alias="clusterSelector")
     cluster_names: tuple[str, ...] | None = Field(default=None, alias="clusterNames")
     cluster_group: str | None = Field(default=None, alias="clusterGroup")
-    soak: float = DEFAULT_SOAK
-    soak_overrides: dict[str, float] = Field(default_factory=dict, alias="soakOverrides")
+    soak: SoakSeconds = DEFAULT_SOAK
+    soak_overrides: dict[VersionText, SoakSeconds] = Field(
+        default_factory=dict, alias="soakOverrides", json_schema_extra={"additionalProperties": False}
+    )
     rollout_strategy: RolloutStrategy = Field(default_factory=RolloutStrategy, alias="rolloutStrategy")
 
     @field_validator("soak", mode="before")
@@ -120,7 +165,7 @@ class Stage(BaseModel):
             return value
         out = {}
         for version, soak in value.items():
-            parse_version(str(version))
+            check_version_text(str(version))
             out[str(version)] = check_soak(soak, field=f"soakOverrides[{version}]")
         return out
 
@@ -141,11 +186,12 @@ class Stage(BaseModel):
             raise ValueError(f"stage {self.name!r}: needs clusterSelector, clusterNames or clusterGroup (SEQ-5)")
         return self
 
-    def selects(self, *, name: str, labels: dict[str, str], group: str | None) -> bool:
+    def selects(self, *, name: str, labels: Mapping[str, str], groups: Collection[str]) -> bool:
+        """`groups`: the names of the groups the cluster is in."""
         if self.cluster_names is not None:
             return name in self.cluster_names
         if self.cluster_group is not None:
-            return group == self.cluster_group
+            return self.cluster_group in groups
         assert self.cluster_selector is not None
         return self.cluster_selector.matches(labels)
 

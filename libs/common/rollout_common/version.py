@@ -5,9 +5,23 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Annotated
+
+from pydantic import AfterValidator, WithJsonSchema
 
 _PATTERN = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:-gke\.(\d+))?")
 _MINOR = re.compile(r"(\d+)\.(\d+)")
+
+# What a message may carry, exactly: ASCII digits, no blanks. The same text is the published JSON
+# Schema's pattern, so the schema and the services accept the same versions. It ends in "nothing
+# follows" rather than `$`, which in Python's regular expressions also matches before a final newline.
+_END = r"(?![\s\S])"
+_VERSION = r"[0-9]+\.[0-9]+\.[0-9]+(-gke\.[0-9]+)?"
+_MINOR_TEXT = r"[0-9]+\.[0-9]+"
+VERSION_PATTERN = f"^{_VERSION}{_END}"
+MINOR_PATTERN = f"^{_MINOR_TEXT}{_END}"
+_WIRE_VERSION = re.compile(_VERSION)
+_WIRE_MINOR = re.compile(_MINOR_TEXT)
 
 
 class VersionError(ValueError):
@@ -68,3 +82,26 @@ def parse_minor(text: str) -> Minor:
     if not match:
         raise VersionError(f"{text!r} is not a minor version (expected MAJOR.MINOR, e.g. 1.30)")
     return Minor(int(match.group(1)), int(match.group(2)))
+
+
+def check_version_text(value: str) -> str:
+    """A version as a message carries it: exactly MAJOR.MINOR.PATCH or MAJOR.MINOR.PATCH-gke.BUILD."""
+    if not _WIRE_VERSION.fullmatch(value):
+        raise VersionError(f"{value!r} is not a version (expected MAJOR.MINOR.PATCH or MAJOR.MINOR.PATCH-gke.BUILD)")
+    return value
+
+
+def check_minor_text(value: str) -> str:
+    if not _WIRE_MINOR.fullmatch(value):
+        raise VersionError(f"{value!r} is not a minor version (expected MAJOR.MINOR, e.g. 1.30)")
+    return value
+
+
+VersionText = Annotated[
+    str, AfterValidator(check_version_text), WithJsonSchema({"type": "string", "pattern": VERSION_PATTERN})
+]
+"""A version field of a message: validated and published with the same pattern."""
+
+MinorText = Annotated[
+    str, AfterValidator(check_minor_text), WithJsonSchema({"type": "string", "pattern": MINOR_PATTERN})
+]

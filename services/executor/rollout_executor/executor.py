@@ -1,8 +1,9 @@
 """Handling one batch of stage-advance commands: every cluster upgraded at most once per target.
 
 Per cluster of a command (at most `max_concurrent_upgrades` at once across the batch):
-1. a recorded result for (cluster, track, version) is re-published under this command's id
-   and nothing runs: a replayed command never upgrades twice;
+1. a recorded result for (cluster, track, version, retry count) is re-published under this
+   command's id and nothing runs: a replayed command never upgrades twice, while an operator's
+   retry (a higher count in `retries`, OPS-4) is a new attempt and runs once;
 2. otherwise the executor takes the target's lease; while another executor holds it, it waits
    for that one's result (or for its lease to expire, if it died, and then takes over);
 3. it publishes `started`, runs the driver under the lease, records the final result in the
@@ -114,7 +115,9 @@ class Executor:
 
     async def _cluster(self, command: StageAdvance, cluster: str) -> None:
         try:
-            target = UpgradeTarget.checked(cluster=cluster, track=command.track, version=command.version)
+            target = UpgradeTarget.checked(
+                cluster=cluster, track=command.track, version=command.version, retry=command.retries.get(cluster, 0)
+            )
         except InvalidInputError as exc:
             # Never reaches the store or a driver; the planner learns why from the result.
             self._metrics.upgrades.labels(track=command.track.value, outcome="rejected").inc()

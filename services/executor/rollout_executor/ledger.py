@@ -7,8 +7,9 @@
 - `executor:result:<target>`: the final UpgradeResult, written only while the writer still holds
   the target's lease (a fenced write: a holder that lost it has its result refused), and before the command's offset is
   committed. Once it exists the target is never upgraded again: a replayed or re-sent command
-  gets the recorded result re-published instead. A failed upgrade is final too: retrying the
-  same version means deleting this key on purpose.
+  gets the recorded result re-published instead. A failed upgrade is final for its attempt; an
+  operator's retry (OPS-4) arrives with the cluster's retry count raised, which is a target of its
+  own (`<target>:retry-<n>`), so it runs once more, and a redelivery of that retry runs never again.
 
 The one window left: an executor that dies after its driver finished but before the result is
 recorded has its upgrade run again by the next one. Drivers must therefore be idempotent

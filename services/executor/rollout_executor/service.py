@@ -39,7 +39,9 @@ class ExecutorService:
         if self._settings.create_topics:
             specs = [topic.spec(prefix) for topic in (STAGE_ADVANCE, UPGRADE_RESULTS, DEAD_LETTER)]
             await unless_stopped(retried(lambda: self._bus.ensure_topics(specs), what="create topics"), stop)
-        consumer = self._bus.consumer([prefix + STAGE_ADVANCE.name], group=self._settings.group_id)
+        consumer = self._bus.consumer(
+            [prefix + STAGE_ADVANCE.name], group=self._settings.group(self._settings.group_id)
+        )
         try:
             await self._loop(consumer, stop)
         finally:

@@ -49,7 +49,9 @@ def _default_executor_id() -> str:
 
 
 class ExecutorSettings(RedisServiceSettings):
-    group_id: str = "rollout-executors"
+    group_id: str = Field(
+        default="rollout-executors", description="the executors' consumer group (under the topic prefix)"
+    )
     executor_id: str = Field(default_factory=_default_executor_id)
     max_concurrent_upgrades: int = Field(default=5, ge=1, description="clusters upgraded at once")
     batch_max_records: int = Field(default=10, ge=1, description="commands taken per poll")

@@ -65,7 +65,7 @@ class HealthMonitor:
         self._settings = settings
         self._clock = clock
         self.app = faust.App(
-            prefix + settings.app_id,
+            settings.group(settings.app_id),
             broker=f"kafka://{settings.kafka_bootstrap}",
             broker_credentials=broker_credentials(settings.kafka_security),
             store=settings.store_url,

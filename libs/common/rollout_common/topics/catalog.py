@@ -94,9 +94,10 @@ READINESS = TopicDef(
 INVENTORY = TopicDef(
     "rollout.inventory",
     (InventoryChange,),
-    key=lambda m: m.cluster.name if m.cluster else m.name,
+    # a group's key cannot be a cluster's: '/' is not allowed in cluster names
+    key=lambda m: m.cluster.name if m.cluster else (f"group/{m.cluster_group.name}" if m.cluster_group else m.name),
     compacted=True,
-    doc="Cluster registrations, relabels and removals, compacted by cluster (SEQ-6).",
+    doc="Cluster and cluster group registrations, relabels and removals, compacted by cluster or group (SEQ-6).",
 )
 PROGRESS = TopicDef(
     "rollout.progress",

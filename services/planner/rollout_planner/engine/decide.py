@@ -18,7 +18,7 @@ from rollout_common.events import (
     UpgradeResult,
     WakeUp,
 )
-from rollout_common.fleet import Cluster
+from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_common.sequence import Sequence
 from rollout_common.status import RolloutState
 from rollout_common.version import parse_minor, parse_version
@@ -31,8 +31,9 @@ from rollout_planner.engine.targets import enqueue
 _SETTLE_ROUNDS = 1000
 
 
-def new_state(sequence: Sequence, clusters: Iterable[Cluster]) -> EngineState:
+def new_state(sequence: Sequence, clusters: Iterable[Cluster], groups: Iterable[ClusterGroup] = ()) -> EngineState:
     state = EngineState(sequence=sequence)
+    state.groups = {g.name: g for g in groups}
     build_fleet(state, clusters)
     return state
 

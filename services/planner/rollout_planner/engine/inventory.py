@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from rollout_common.commands import Notice
 from rollout_common.events import InventoryChange
-from rollout_common.fleet import Cluster
+from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_planner.engine.lifecycle import revisit_stuck
 from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState, PartitionRec, StageRec
 from rollout_planner.engine.partitioning import assign_stages, plan_partitions
@@ -18,7 +18,7 @@ def build_fleet(state: EngineState, clusters: Iterable[Cluster]) -> None:
     specs = list(clusters)
     for spec in specs:
         state.clusters[spec.name] = ClusterRec(spec)
-    membership = assign_stages(state.sequence, specs)
+    membership = assign_stages(state.sequence, specs, state.groups.values())
     for name, stages in membership.conflicts.items():
         state.emit(
             Notice(
@@ -45,7 +45,7 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
                 _drop_targets(stage, cluster)
             cluster.stage = cluster.partition = None
             cluster.queued = [False, False]
-    plan = plan_partitions(stage.spec, [state.clusters[n].spec for n in names])
+    plan = plan_partitions(stage.spec, [state.clusters[n].spec for n in names], state.groups.values())
     first_sent = {p.name: p.first_sent for p in stage.partitions}
     stage.partitions = []
     for index, part in enumerate(plan.partitions):
@@ -84,6 +84,9 @@ def _drop_targets(stage: StageRec, cluster: ClusterRec) -> None:
 
 def apply_inventory(state: EngineState, event: InventoryChange) -> None:
     """SEQ-6: a join, leave or relabel re-evaluates the stages it touches, visibly."""
+    if event.cluster_group is not None:
+        _apply_group(state, event.action, event.cluster_group)
+        return
     name = event.cluster.name if event.cluster is not None else event.name
     if name is None:
         state.emit(Notice(code="INVALID_INVENTORY", message="inventory change without a cluster name"))
@@ -103,7 +106,7 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
         return
     assert event.cluster is not None
     record = _upsert(state, event.cluster, old)
-    membership = assign_stages(state.sequence, [event.cluster])
+    membership = assign_stages(state.sequence, [event.cluster], state.groups.values())
     new_stage = membership.stage_of.get(name)
     if name in membership.conflicts:
         state.emit(
@@ -125,6 +128,45 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
         before = "no stage" if old_stage is None else state.stages[old_stage].spec.name
         after = "no stage" if new_stage is None else state.stages[new_stage].spec.name
         state.emit(Notice(code="SEQ-6", cluster=name, message=f"cluster {name} moved from {before} to {after}"))
+
+
+def _apply_group(state: EngineState, action: str, group: ClusterGroup) -> None:
+    """A group defined, changed or removed: every cluster's stage is evaluated again (SEQ-6), and the
+    partitions of every stage, since partitions may select by group too."""
+    if action == "remove":
+        if state.groups.pop(group.name, None) is None:
+            return
+    elif state.groups.get(group.name) == group:
+        return  # redelivered or unchanged: nothing moves
+    else:
+        state.groups[group.name] = group
+    before = {name: record.stage for name, record in state.clusters.items()}
+    membership = assign_stages(state.sequence, [c.spec for c in state.clusters.values()], state.groups.values())
+    # Stages first let go of the clusters that leave them, so the stage a cluster joins never counts
+    # it while another still does (as a single cluster's move does in `apply_inventory`).
+    for stage in state.stages:
+        staying = [n for n in _stage_names(state, stage.index) if membership.stage_of.get(n) == stage.index]
+        rebuild_stage(state, stage, staying)
+    for stage in state.stages:
+        rebuild_stage(state, stage, sorted(n for n, i in membership.stage_of.items() if i == stage.index))
+    for name, record in state.clusters.items():
+        if name not in membership.stage_of:
+            record.stage = record.partition = None
+        was, now = _stage_name(state, before[name]), _stage_name(state, record.stage)
+        if was != now:
+            state.emit(
+                Notice(
+                    code="SEQ-6",
+                    cluster=name,
+                    stage=now or was,
+                    message=f"cluster {name} moved from {was or 'no stage'} to {now or 'no stage'} "
+                    f"(cluster group {group.name}: {action})",
+                )
+            )
+
+
+def _stage_name(state: EngineState, index: int | None) -> str | None:
+    return None if index is None else state.stages[index].spec.name
 
 
 def _stage_names(state: EngineState, index: int) -> list[str]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from rollout_common.commands import Command
-from rollout_common.fleet import Cluster
+from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_common.sequence import Sequence, Stage
 from rollout_common.status import RolloutState, StageState
 from rollout_common.version import Minor, Version
@@ -247,6 +247,8 @@ class EngineState:
         self.stages = [StageRec(index=i, spec=s) for i, s in enumerate(sequence.stages)]
         self.stage_by_name = {s.spec.name: s for s in self.stages}
         self.clusters: dict[str, ClusterRec] = {}
+        # cluster groups of the inventory (Fleet's ClusterGroup): stages and partitions select by them
+        self.groups: dict[str, ClusterGroup] = {}
         self.rollouts: dict[str, RolloutRec] = {}
         self.seen_events: set[str] = set()
         self.soak_overrides: dict[tuple[str, str], float] = {}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from rollout_common.fleet import Cluster
+from rollout_common.fleet import Cluster, ClusterGroup, groups_of
+from rollout_common.labels import LabelMap
 from rollout_common.quantity import resolve
 from rollout_common.sequence import RolloutStrategy, Sequence, Stage
 
@@ -36,14 +37,16 @@ class Membership:
     unmatched: list[str]
 
 
-def assign_stages(sequence: Sequence, clusters: Iterable[Cluster]) -> Membership:
+def assign_stages(sequence: Sequence, clusters: Iterable[Cluster], groups: Iterable[ClusterGroup] = ()) -> Membership:
     """SEQ-2: a cluster in two stages is reported, never silently resolved; it joins neither."""
+    groups = tuple(groups)
     stage_of: dict[str, int] = {}
     other_channel: list[str] = []
     conflicts: dict[str, list[str]] = {}
     unmatched: list[str] = []
     for cluster in clusters:
-        matching = [i for i, s in enumerate(sequence.stages) if _selects(s, cluster)]
+        in_groups = groups_of(cluster, groups)
+        matching = [i for i, s in enumerate(sequence.stages) if _selects(s, cluster, in_groups)]
         if cluster.channel != sequence.channel:
             if matching:
                 other_channel.append(cluster.name)
@@ -57,17 +60,17 @@ def assign_stages(sequence: Sequence, clusters: Iterable[Cluster]) -> Membership
     return Membership(stage_of, sorted(other_channel), conflicts, sorted(unmatched))
 
 
-def _selects(stage: Stage, cluster: Cluster) -> bool:
-    return stage.selects(name=cluster.name, labels=cluster.labels, group=cluster.group)
+def _selects(stage: Stage, cluster: Cluster, groups: dict[str, LabelMap]) -> bool:
+    return stage.selects(name=cluster.name, labels=cluster.labels, groups=groups)
 
 
-def plan_partitions(stage: Stage, members: list[Cluster]) -> StagePlan:
+def plan_partitions(stage: Stage, members: list[Cluster], groups: Iterable[ClusterGroup] = ()) -> StagePlan:
     """Partitions over every member, ordered by name (PART-4); manual ones in listed order (PART-2)."""
     ordered = sorted(members, key=lambda c: c.name)
     names = [c.name for c in ordered]
     strategy = stage.rollout_strategy
     if strategy.partitions:
-        return _manual(stage.name, strategy, ordered)
+        return _manual(stage.name, strategy, ordered, tuple(groups))
     return StagePlan(stage.name, names, _automatic(strategy, names), warnings=_warnings(stage.name, strategy))
 
 
@@ -89,18 +92,15 @@ def _automatic(strategy: RolloutStrategy, names: list[str]) -> list[PartitionPla
     return plans
 
 
-def _manual(stage_name: str, strategy: RolloutStrategy, ordered: list[Cluster]) -> StagePlan:
+def _manual(
+    stage_name: str, strategy: RolloutStrategy, ordered: list[Cluster], groups: tuple[ClusterGroup, ...]
+) -> StagePlan:
     taken: dict[str, str] = {}
     buckets: dict[str, list[str]] = {p.name: [] for p in strategy.partitions}
     warnings = _warnings(stage_name, strategy)
     for cluster in ordered:
-        hits = [
-            p
-            for p in strategy.partitions
-            if p.matches(
-                name=cluster.name, labels=cluster.labels, group=cluster.group, group_labels=cluster.group_labels
-            )
-        ]
+        in_groups = groups_of(cluster, groups)
+        hits = [p for p in strategy.partitions if p.matches(name=cluster.name, labels=cluster.labels, groups=in_groups)]
         if not hits:
             continue
         taken[cluster.name] = hits[0].name

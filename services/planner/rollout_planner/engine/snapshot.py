@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rollout_common.fleet import Cluster
+from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_common.sequence import Sequence
 from rollout_common.status import RolloutState, StageState
 from rollout_common.version import Version, parse_minor, parse_version
@@ -40,6 +40,7 @@ def dump(state: EngineState) -> bytes:
         "timers": [[t.at, t.kind, t.stage, t.track, t.ref] for t in state.timers],
         "rollouts": [_rollout(r) for r in state.rollouts.values()],
         "clusters": [_cluster(c) for c in state.clusters.values()],
+        "groups": [g.model_dump(mode="json", by_alias=True) for g in state.groups.values()],
         "stages": [_stage(s) for s in state.stages],
     }
     return json.dumps(doc, separators=(",", ":")).encode()
@@ -138,6 +139,8 @@ def load(data: bytes) -> EngineState:
     for raw in doc["clusters"]:
         record = _load_cluster(raw)
         state.clusters[record.name] = record
+    # absent in snapshots written before cluster groups were inventory objects
+    state.groups = {g.name: g for g in (ClusterGroup.model_validate(raw) for raw in doc.get("groups", []))}
     for stage, raw in zip(state.stages, doc["stages"], strict=True):
         _load_stage(state, stage, raw)
     state.out = []

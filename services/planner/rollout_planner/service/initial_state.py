@@ -24,7 +24,7 @@ def from_file(path: Path) -> EngineState:
         scenario = load_scenario(path)
     except ScenarioError as exc:
         raise InvalidInputError(str(exc)) from exc
-    return new_state(scenario.sequence, scenario.fleet())
+    return new_state(scenario.sequence, scenario.fleet(), scenario.cluster_groups)
 
 
 async def from_store(store: Store) -> EngineState | None:

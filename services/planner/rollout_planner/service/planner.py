@@ -132,7 +132,9 @@ class Planner:
         # Each assigned partition starts where the checkpoint says, not where the group committed:
         # a Redis restored from an older backup replays what Kafka had already seen committed.
         self._consumer = self._bus.consumer(
-            self._intake.topics, group=self._settings.planner_group, start_at=self._checkpointed_offset
+            self._intake.topics,
+            group=self._settings.group(self._settings.planner_group),
+            start_at=self._checkpointed_offset,
         )
         self.ready = True
         log.info("planner started", extra={"batch": self.checkpoint.batch, "wake_at": self.checkpoint.wake_at})

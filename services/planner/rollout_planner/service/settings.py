@@ -15,7 +15,9 @@ from rollout_common.connection_settings import RedisServiceSettings, load
 class PlannerSettings(RedisServiceSettings):
     """Every knob of the planner; `ROLLOUT_KAFKA_BOOTSTRAP=...` sets `kafka_bootstrap`, and so on."""
 
-    planner_group: str = Field(default="rollout-planner", description="the planner's consumer group")
+    planner_group: str = Field(
+        default="rollout-planner", description="the planner's consumer group (under the topic prefix)"
+    )
     group_instance_id: str | None = Field(
         default=None,
         description="static group membership: a restart within the session timeout keeps the partitions "

@@ -70,7 +70,7 @@ def _timeline(transitions: list[dict[str, Any]], stage: str, origin: float) -> d
 
 def _eligibility(scenario: Scenario) -> dict[str, dict[str, Any]]:
     """Each cluster's stage, partition, target and status right after the first release arrives."""
-    state = new_state(scenario.sequence, scenario.fleet())
+    state = new_state(scenario.sequence, scenario.fleet(), scenario.cluster_groups)
     first = next((e for e in scenario.events if e.release_target or e.start_rollout), None)
     if first is not None:
         events = Simulator(scenario).script_events(first)

@@ -51,13 +51,13 @@ class Report:
 
 def plan_of(scenario: Scenario) -> tuple[list[StagePlan], list[str]]:
     fleet = scenario.fleet()
-    membership = assign_stages(scenario.sequence, fleet)
+    membership = assign_stages(scenario.sequence, fleet, scenario.cluster_groups)
     by_name = {c.name: c for c in fleet}
     plans = []
     warnings: list[str] = []
     for index, stage in enumerate(scenario.sequence.stages):
         members = [by_name[n] for n, i in membership.stage_of.items() if i == index]
-        plan = plan_partitions(stage, members)
+        plan = plan_partitions(stage, members, scenario.cluster_groups)
         plans.append(plan)
         warnings += plan.warnings
     for name, stages in membership.conflicts.items():
@@ -75,7 +75,7 @@ class Simulator:
         self.scenario = scenario
         self.origin = to_epoch(scenario.start)
         self.world = World(scenario.simulation)
-        self.state: EngineState = new_state(scenario.sequence, scenario.fleet())
+        self.state: EngineState = new_state(scenario.sequence, scenario.fleet(), scenario.cluster_groups)
         self.queue: list[tuple[float, int, str, Any]] = []
         self.counter = itertools.count()
         self.event_ids = itertools.count(1)

@@ -10,7 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from rollout_common.duration import parse_duration
-from rollout_common.fleet import Cluster
+from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_common.sequence import Sequence, check_soak
 from rollout_common.status import Track
 from rollout_common.version import parse_minor, parse_version, reject_yaml_number
@@ -158,6 +158,7 @@ class Scenario(_Model):
     start: dt.datetime = DEFAULT_START
     clusters: tuple[Cluster, ...] = ()
     generate: tuple[dict[str, Any], ...] = ()
+    cluster_groups: tuple[ClusterGroup, ...] = Field(default=(), alias="clusterGroups")
     sequence: Sequence
     simulation: Simulation = Field(default_factory=Simulation)
     events: tuple[ScriptEvent, ...] = ()

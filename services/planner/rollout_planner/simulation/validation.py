@@ -57,7 +57,7 @@ def _cross_references(scenario: Scenario, findings: Findings) -> None:
 
 
 def _membership(scenario: Scenario, findings: Findings) -> None:
-    membership = assign_stages(scenario.sequence, scenario.fleet())
+    membership = assign_stages(scenario.sequence, scenario.fleet(), scenario.cluster_groups)
     for name, stages in membership.conflicts.items():
         findings.problems.append(
             f"clusters.{name}: selected by stages {', '.join(stages)}; a cluster belongs to at most one stage (SEQ-2)"

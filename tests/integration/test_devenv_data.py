@@ -1,0 +1,91 @@
+"""`make kafka` / `make redis` (python -m rollout_devenv): they say what happens to their data, delete it
+when they stop unless given a data dir (DATA=DIR), and then keep data and address across restarts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+pytestmark = pytest.mark.integration
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+class Running:
+    def __init__(self, *argv: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "rollout_devenv", *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        assert self.process.stdout is not None
+        self.announced = self.process.stdout.readline().strip()  # blocks until the server is ready
+
+    def stop(self) -> str:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            _, err = self.process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            _, err = self.process.communicate()
+        assert self.process.returncode == 0, err
+        return err
+
+
+@pytest.fixture
+def started() -> Iterator[list[Running]]:
+    servers: list[Running] = []
+    yield servers
+    for server in servers:
+        if server.process.poll() is None:
+            server.stop()
+
+
+def test_redis_without_a_data_dir_says_it_deletes_its_data(started: list[Running]) -> None:
+    server = Running("redis", "run")
+    started.append(server)
+    assert server.announced.startswith("REDIS_URL=redis://127.0.0.1:")
+    err = server.stop()
+    note = next(line for line in err.splitlines() if line.startswith("data: "))
+    data_dir = Path(note.removeprefix("data: ").split(",")[0])
+    assert note.endswith(", deleted when it stops; keep it with --data-dir DIR (make ... DATA=DIR)")
+    assert not data_dir.exists()
+
+
+def test_redis_with_a_data_dir_keeps_data_and_port_across_a_restart(
+    tmp_path: Path, started: list[Running], topic_prefix: str
+) -> None:
+    data = tmp_path / "redis"
+    first = Running("redis", "run", "--data-dir", str(data))
+    started.append(first)
+    url = first.announced.removeprefix("REDIS_URL=")
+    redis.Redis.from_url(url).set(topic_prefix, b"kept")
+    err = first.stop()
+    assert f"data: {data}, kept when it stops; the same --data-dir starts it again with that data and port" in err
+    assert any(p.name.startswith("appendonly") for p in data.iterdir()), "written to an append-only file"
+    second = Running("redis", "run", "--data-dir", str(data))
+    started.append(second)
+    assert second.announced == first.announced
+    assert redis.Redis.from_url(url).get(topic_prefix) == b"kept"
+
+
+@pytest.mark.parametrize("service", ["kafka", "redis"])
+def test_make_passes_data_to_the_server_and_says_so_in_its_help(service: str) -> None:
+    dry = subprocess.run(
+        ["make", "-n", service, "DATA=/srv/keep"], cwd=_REPO, capture_output=True, text=True, check=True
+    ).stdout
+    assert f"-m rollout_devenv {service} run --data-dir /srv/keep" in dry
+    assert (
+        "--data-dir"
+        not in subprocess.run(["make", "-n", service], cwd=_REPO, capture_output=True, text=True, check=True).stdout
+    )
+    assert "DATA=DIR keeps it" in (_REPO / "Makefile").read_text()

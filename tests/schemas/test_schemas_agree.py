@@ -1,0 +1,250 @@
+"""BUS-2: the published JSON Schemas are as strict as the services. For every event type, messages are
+generated from a valid one by changing one field at a time to values the services accept or refuse;
+JSON Schema validation (jsonschema, the draft each schema declares) and the pydantic model must give
+the same answer on every one.
+
+Rules across fields or items (a linear sequence, SEQ-1; unique names; node versions not above the
+control plane; a window's recurrence rule) are the services' alone and are not generated here.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from rollout_cli.main import main
+from rollout_common.topics import ALL
+from rollout_common.topics.schemas import DRAFT, event_schema
+
+V = "1.31.13-gke.1023000"
+
+GOOD_VERSIONS = ["1.31.13-gke.1023000", "1.31.2", "10.0.0-gke.0"]
+BAD_VERSIONS = [
+    "1.31",
+    "1.31.2-gke",
+    "1.31.2-gke.",
+    " 1.31.2",
+    "1.31.2 ",
+    "1.31.2\n",
+    "\u0661.31.2",
+    "v1.31.2",
+    "",
+    131,
+]
+GOOD_SOAKS = [0, 12.5, 2_592_000, "12h", "1d2h", "30d"]
+BAD_SOAKS = [-1, 2_592_001, "twelve", "12", "12 h", True, [1]]
+GOOD_QUANTITIES = [0, 3, "10%", "0%", "12.5%"]
+BAD_QUANTITIES = [-1, "10", "%", "x%", 1.5, True, " 10%"]
+GOOD_NAMES = ["c1", "prod-eu-07", "a.b_c-d"]
+BAD_NAMES = ["", "-c1", "c1-", "c 1", "c/1", "c:1", "c1\n"]
+
+STAGE = {"name": "canary", "clusterSelector": {"matchLabels": {"env": "canary"}}, "soak": 3600}
+VALID: dict[str, dict[str, Any]] = {
+    "release_target": {"kind": "release_target", "eventId": "r1", "channel": "regular", "targets": {"1.30": V}},
+    "start_rollout": {"kind": "start_rollout", "eventId": "s1", "version": V, "tracks": ["controlPlane"]},
+    "operator_command": {
+        "kind": "operator_command",
+        "commandId": "c1",
+        "action": "soak_override",
+        "stage": "canary",
+        "version": V,
+        "soak": 3600,
+    },
+    "sequence_change": {
+        "kind": "sequence_change",
+        "commandId": "c2",
+        "sequence": {
+            "name": "main",
+            "stages": [
+                {
+                    **STAGE,
+                    "soakOverrides": {V: 60},
+                    "rolloutStrategy": {
+                        "maxUnavailable": "10%",
+                        "autoPartitionSize": "25%",
+                        "partitions": [{"name": "p1", "clusterGroupSelector": {"matchLabels": {"r": "e"}}}],
+                    },
+                }
+            ],
+        },
+    },
+    "stage_advance": {
+        "kind": "stage_advance",
+        "commandId": "c3",
+        "rolloutId": "r-1",
+        "stage": "canary",
+        "track": "nodes",
+        "partition": "All",
+        "version": V,
+        "clusters": ["c1"],
+        "retries": {"c1": 1},
+    },
+    "upgrade_result": {
+        "kind": "upgrade_result",
+        "commandId": "c3",
+        "cluster": "c1",
+        "track": "nodes",
+        "version": V,
+        "outcome": "failed",
+        "error": "boom",
+        "finishedAt": 1.5,
+    },
+    "heartbeat": {"kind": "heartbeat", "cluster": "c1", "ready": True, "observedAt": 1.0},
+    "readiness": {"kind": "readiness", "cluster": "c1", "ready": False, "reason": "down", "observedAt": 2.0},
+    "inventory": {
+        "kind": "inventory",
+        "action": "upsert",
+        "cluster": {
+            "name": "c1",
+            "labels": {"env": "prod"},
+            "version": V,
+            "nodePools": [{"name": "p", "version": "1.31.2"}],
+        },
+    },
+    "stage_transition": {
+        "kind": "stage_transition",
+        "rolloutId": "r-1",
+        "stage": "canary",
+        "track": "nodes",
+        "state": "SOAKING",
+        "version": V,
+        "reason": "soaking",
+        "until": 5.0,
+    },
+    "rollout_transition": {"kind": "rollout_transition", "rolloutId": "r-1", "state": "PAUSED", "reason": "paused"},
+    "command_ack": {"kind": "command_ack", "commandId": "c1", "accepted": False, "reason": "unknown rollout r-9"},
+    "wait_changed": {
+        "kind": "wait_changed",
+        "rolloutId": "r-1",
+        "stage": "canary",
+        "track": "nodes",
+        "waits": [{"rule": "GATE-2", "message": "waiting", "numbers": {"notReady": 2}}],
+    },
+    "notice": {"kind": "notice", "code": "SEQ-6", "message": "moved", "cluster": "c1", "stage": "prod"},
+}
+
+# (path, values the services accept, values they refuse); a path applies to the types that have it
+S0 = "sequence.stages.0"
+Mutation = tuple[str, list[Any], list[Any]] | tuple[str, list[Any], list[Any], tuple[str, ...]]
+MUTATIONS: list[Mutation] = [
+    ("targets.1\\.30", GOOD_VERSIONS, BAD_VERSIONS),
+    ("version", GOOD_VERSIONS, BAD_VERSIONS, ("start_rollout", "stage_advance", "upgrade_result", "stage_transition")),
+    # an operator command with a bad version is answered, rejected with the reason (OPS-3): any text passes
+    ("version", [*GOOD_VERSIONS[:2], *BAD_VERSIONS[:-1]], [BAD_VERSIONS[-1]], ("operator_command",)),
+    ("cluster.version", GOOD_VERSIONS, BAD_VERSIONS),
+    # not above the control plane's version: that rule is the model's alone
+    ("cluster.nodePools.0.version", ["1.31.2", "1.30.5-gke.1000"], BAD_VERSIONS),
+    ("cluster.name", GOOD_NAMES, BAD_NAMES),
+    ("soak", [*GOOD_SOAKS, None], BAD_SOAKS),
+    (f"{S0}.soak", GOOD_SOAKS, [*BAD_SOAKS, None]),
+    (f"{S0}.soakOverrides.{V}", GOOD_SOAKS, BAD_SOAKS),
+    (f"{S0}.rolloutStrategy.maxUnavailable", GOOD_QUANTITIES, [*BAD_QUANTITIES, None]),
+    (f"{S0}.rolloutStrategy.autoPartitionSize", [1, "25%", "0.5%"], [0, "0%", "0.0%", *BAD_QUANTITIES]),
+    (f"{S0}.rolloutStrategy.maxNew", [1, 50], [0, -1, "5", 1.5]),
+    (
+        f"{S0}.rolloutStrategy.partitions.0.clusterGroupSelector",
+        [{}, {"matchLabels": {"r": "w"}}, {"clusterSelector": {"matchLabels": {"env": "prod"}}}, None],
+        ["agroup", {"matchLabels": {"r": ["e"]}}],
+    ),
+    (
+        f"{S0}.clusterSelector.matchExpressions",
+        [
+            [{"key": "env", "operator": "In", "values": ["a"]}],
+            [{"key": "env", "operator": "Exists"}],
+            [{"key": "env", "operator": "DoesNotExist", "values": []}],
+        ],
+        [
+            [{"key": "env", "operator": "In"}],
+            [{"key": "env", "operator": "In", "values": []}],
+            [{"key": "env", "operator": "Exists", "values": ["a"]}],
+            [{"key": "env", "operator": "Near", "values": ["a"]}],
+        ],
+    ),
+    (f"{S0}.clusterNames", [None], [["c1"], "c1"]),
+    (f"{S0}.clusterGroup", [None], ["prod"]),
+    ("tracks", [["nodes"], ["controlPlane", "nodes"]], [[], ["bogus"], "nodes"]),
+    ("action", ["pause", "retry"], ["stop", ""], ("operator_command",)),
+    ("action", ["remove"], ["pause", ""], ("inventory",)),
+    ("commandId", ["c9"], ["", None, 5]),
+    ("eventId", ["e9"], ["", None]),
+    ("targets", [{"1.29": V, "1.30": V}], [{}, {"1.3O": V}, {"1": V}, {"1.30.1": V}, {" 1.30": V}]),
+    ("retries", [{}, {"c2": 3}], [{"c1": "x"}, {"c1": 1.5}]),
+    ("outcome", ["started", "succeeded"], ["done"]),
+    ("ready", [True, False], ["yes", None]),
+    ("observedAt", [0, 1.5], ["now"]),
+    ("accepted", [True], ["no"]),
+    ("kind", [], ["something_else"]),
+    ("extraField", [], [1]),
+]
+
+
+def _models() -> dict[str, type[BaseModel]]:
+    return {str(m.model_fields["kind"].default): m for t in ALL for m in t.models}
+
+
+def _set(message: dict[str, Any], path: str, value: Any) -> bool:
+    """Set the field at `path` (dots; `\\.` inside a key); False when the message has no such place."""
+    parts = [p.replace("\0", ".") for p in path.replace("\\.", "\0").split(".")]
+    node: Any = message
+    for part in parts[:-1]:
+        node = node[int(part)] if isinstance(node, list) else node.get(part)
+        if not isinstance(node, dict | list):
+            return False
+    last = parts[-1]
+    if isinstance(node, list):
+        node[int(last)] = value
+        return True
+    if last not in node and last not in ("extraField", "clusterNames", "clusterGroup"):
+        return False
+    node[last] = value
+    return True
+
+
+def cases() -> Iterator[tuple[str, str, Any, bool]]:
+    for kind in VALID:
+        yield kind, "(as given)", None, True
+        for path, good, bad, *only in MUTATIONS:
+            if only and kind not in only[0]:
+                continue
+            for value, accepted in [*((g, True) for g in good), *((b, False) for b in bad)]:
+                if _set(copy.deepcopy(VALID[kind]), path, value):
+                    # a second membership rule next to clusterSelector is refused whatever its value
+                    expected = accepted and not (path.endswith(("clusterNames", "clusterGroup")) and value is not None)
+                    yield kind, path, value, expected
+
+
+def test_every_event_type_has_a_valid_example() -> None:
+    assert set(VALID) == set(_models())
+
+
+@pytest.mark.parametrize(("kind", "path", "value", "accepted"), list(cases()))
+def test_bus2_schema_and_model_agree(kind: str, path: str, value: Any, accepted: bool) -> None:
+    model = _models()[kind]
+    message = copy.deepcopy(VALID[kind])
+    if path != "(as given)":
+        _set(message, path, value)
+    schema = event_schema(model)
+    try:
+        model.model_validate_json(json.dumps(message))
+        model_says = True
+    except ValidationError:
+        model_says = False
+    schema_says = jsonschema.Draft202012Validator(schema).is_valid(message)
+    assert (model_says, schema_says) == (accepted, accepted), f"{kind} {path}={value!r}"
+
+
+def test_bus2_every_exported_schema_declares_its_draft_and_is_a_valid_schema(tmp_path: Path) -> None:
+    assert main(["schemas", "export", str(tmp_path)]) == 0
+    files = sorted(tmp_path.glob("io.rollout.*.json"))
+    assert len(files) == len(_models())
+    for path in files:
+        schema = json.loads(path.read_text())
+        assert schema["$schema"] == DRAFT and schema["$id"] == path.name
+        jsonschema.Draft202012Validator.check_schema(schema)
