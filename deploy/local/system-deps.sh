@@ -4,7 +4,8 @@
 # publishes the documented kcat example (docs/events.md), curl for the metrics commands of
 # docs/operations.md (tests/docs runs every command the docs show; its `kubectl kustomize` uses the
 # kubectl of the machine image, which Debian does not package), openssl for the throwaway
-# certificates of the TLS tests. Needs root (apt).
+# certificates of the TLS tests, etcd-server as the store of the local Kubernetes API servers (built
+# from source with Go, which the machine image has). Needs root (apt).
 set -euo pipefail
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
@@ -12,6 +13,7 @@ command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 ls /usr/lib/jvm/java-17-openjdk-*/bin/java >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
