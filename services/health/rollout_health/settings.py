@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from enum import Enum
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
@@ -95,4 +96,16 @@ class MonitorSettings(_Common):
     restart_backoff_max_s: float = Field(default=30.0, gt=0.0)
 
 
-__all__ = ["MonitorSettings", "ReporterSettings", "read_config_file"]
+class InventorySettings(_Common):
+    """The inventory watcher: which management cluster, which objects, where it keeps its place."""
+
+    kubeconfig: Path | None = Field(default=None, description="None: $KUBECONFIG, ~/.kube/config or in-cluster")
+    kube_context: str | None = Field(default=None, description="a context of the kubeconfig; None: its current one")
+    cluster_kind: str = Field(default="cluster-api", pattern="^(cluster-api|fleet)$", description="what to watch")
+    namespace: str | None = Field(default=None, description="watch one namespace; None: all of them")
+    fleet_groups: bool = Field(default=False, description="also watch Fleet ClusterGroups (group, groupLabels)")
+    checkpoint_file: Path | None = Field(default=None, description="keeps resourceVersions across restarts")
+    watch_timeout_s: int = Field(default=300, gt=0, description="the server ends a watch after this; it resumes")
+
+
+__all__ = ["InventorySettings", "MonitorSettings", "ReporterSettings", "read_config_file"]
