@@ -28,7 +28,8 @@ def kube_stack() -> Iterator[KubeStack | None]:
             pytest.fail(f"cannot install the CRDs into KUBECONFIG={path}:\n{exc.full_text()}", pytrace=False)
         yield None
         return
-    stack = KubeStack(count=1)
+    # The first is the management cluster, the second a workload cluster (the probe's tests).
+    stack = KubeStack(count=2)
     try:
         stack.start()
     except DevenvError as exc:
@@ -46,6 +47,12 @@ def kube_stack() -> Iterator[KubeStack | None]:
 def kubeconfig(kube_stack: KubeStack | None) -> Path:
     """The admin's kubeconfig of the management cluster."""
     return kube_stack.management.kubeconfig if kube_stack is not None else Path(os.environ["KUBECONFIG"])
+
+
+@pytest.fixture(scope="session")
+def workload_kubeconfig(kube_stack: KubeStack | None) -> Path:
+    """The admin's kubeconfig of a workload cluster (with `KUBECONFIG`: that same cluster)."""
+    return kube_stack.apiservers[1].kubeconfig if kube_stack is not None else Path(os.environ["KUBECONFIG"])
 
 
 @pytest.fixture

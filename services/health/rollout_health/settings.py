@@ -20,6 +20,7 @@ class ProbeKind(str, Enum):
     SIMULATED = "simulated"
     COMMAND = "command"
     HTTP = "http"
+    KUBERNETES = "kubernetes"
 
 
 class OfflineWindow(BaseModel):
@@ -54,6 +55,20 @@ class HttpProbeSettings(BaseModel):
     timeout_s: float = Field(default=5.0, gt=0.0)
 
 
+class KubernetesProbeSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kubeconfig: Path | None = Field(
+        default=None, description="the management cluster (for <cluster>-kubeconfig Secrets); None: the environment's"
+    )
+    kube_context: str | None = None
+    namespace: str = Field(default="default", description="namespace of the <cluster>-kubeconfig Secrets")
+    workload_kubeconfig: Path | None = Field(
+        default=None, description="instead of Secrets: a kubeconfig with one context per cluster, named as it"
+    )
+    timeout_s: float = Field(default=5.0, gt=0.0)
+
+
 class _Common(ServiceSettings):
     # One config file may serve the reporter and the monitor, each ignoring the other's keys.
     model_config = SettingsConfigDict(extra="ignore")
@@ -73,6 +88,7 @@ class ReporterSettings(_Common):
     simulated: SimulatedProbeSettings = Field(default_factory=SimulatedProbeSettings)
     command: CommandProbeSettings = Field(default_factory=CommandProbeSettings)
     http: HttpProbeSettings = Field(default_factory=HttpProbeSettings)
+    kubernetes: KubernetesProbeSettings = Field(default_factory=KubernetesProbeSettings)
 
 
 class MonitorSettings(_Common):

@@ -3,7 +3,8 @@
 - name: `metadata.name` (names must be unique across the namespaces watched);
 - labels: `metadata.labels`, as they are (stage selectors and partitions match them);
 - version: `spec.topology.version` (a cluster built from a ClusterClass), else the annotation
-  `rollout/version`, without Kubernetes' leading `v` (`v1.30.2` is our `1.30.2`); a cluster with neither is not in the inventory (nothing to compare a target to);
+  `rollout/version`, without Kubernetes' leading `v` (`v1.30.2` is our `1.30.2`); a cluster with
+  neither is not in the inventory (nothing to compare a target to);
 - nodeVersion: the annotation `rollout/node-version` (default: the control plane's);
 - channel: the annotation, else the label, `rollout/channel` (default `regular`);
 - group: the annotation `rollout/group` naming a Fleet ClusterGroup, else the first (by name) of
