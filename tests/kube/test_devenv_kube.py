@@ -16,7 +16,8 @@ import pytest
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 
-from rollout_devenv import KubeStack, stop_processes
+from rollout_devenv import DevenvError, KubeApiServer, KubeStack, stop_processes
+from rollout_devenv.kube import EtcdServer
 
 pytestmark = pytest.mark.integration
 
@@ -80,3 +81,16 @@ def test_apiservers_share_etcd_under_their_own_prefixes() -> None:
             client.close()
         print(f"two apiservers ready in {[round(s.last_start_s or 0, 1) for s in stack.apiservers]} s, "
               f"CRDs in {stack.crd_install_s:.1f} s, all in {time.monotonic() - started:.1f} s")  # fmt: skip
+
+
+def test_a_missing_binary_is_an_error_that_says_how_to_build_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fixtures turn this error into a failed test: a missing apiserver never skips."""
+    monkeypatch.setenv("HOME", str(tmp_path))  # an empty ~/.cache/rollout
+    etcd = EtcdServer(data_dir=tmp_path / "etcd")
+    with pytest.raises(DevenvError) as missing:
+        KubeApiServer(etcd=etcd, data_dir=tmp_path / "apiserver").start()
+    assert missing.value.message == (
+        "kube-apiserver v1.34.2 is not built yet; run `make kube-build` (once per machine)"
+    )
