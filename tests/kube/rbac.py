@@ -36,7 +36,7 @@ async def kubeconfig_with_rules(
             subjects=[Subject(kind="ServiceAccount", name=name, namespace=namespace)],
         )
     )
-    request = ServiceAccountToken(spec=TokenRequestSpec(audiences=[], expirationSeconds=3600))
+    request = ServiceAccountToken(metadata=meta, spec=TokenRequestSpec(audiences=[], expirationSeconds=3600))
     answer = await kube.create(request, name, namespace=namespace)
     assert answer.status is not None
     return _write(
