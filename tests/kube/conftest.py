@@ -28,8 +28,8 @@ def kube_stack() -> Iterator[KubeStack | None]:
             pytest.fail(f"cannot install the CRDs into KUBECONFIG={path}:\n{exc.full_text()}", pytrace=False)
         yield None
         return
-    # The first is the management cluster, the second a workload cluster (the probe's tests).
-    stack = KubeStack(count=2)
+    # The first is the management cluster, the others workload clusters (the probe, the end to end).
+    stack = KubeStack(count=3)
     try:
         stack.start()
     except DevenvError as exc:
@@ -50,9 +50,16 @@ def kubeconfig(kube_stack: KubeStack | None) -> Path:
 
 
 @pytest.fixture(scope="session")
-def workload_kubeconfig(kube_stack: KubeStack | None) -> Path:
-    """The admin's kubeconfig of a workload cluster (with `KUBECONFIG`: that same cluster)."""
-    return kube_stack.apiservers[1].kubeconfig if kube_stack is not None else Path(os.environ["KUBECONFIG"])
+def workload_kubeconfigs(kube_stack: KubeStack | None) -> list[Path]:
+    """The admin's kubeconfigs of two workload clusters (with `KUBECONFIG`: that same cluster twice)."""
+    if kube_stack is None:
+        return [Path(os.environ["KUBECONFIG"])] * 2
+    return [server.kubeconfig for server in kube_stack.apiservers[1:]]
+
+
+@pytest.fixture(scope="session")
+def workload_kubeconfig(workload_kubeconfigs: list[Path]) -> Path:
+    return workload_kubeconfigs[0]
 
 
 @pytest.fixture
