@@ -103,7 +103,12 @@ async def run_inventory(settings: InventorySettings) -> None:
     client = async_client(
         kubeconfig=settings.kubeconfig, context=settings.kube_context, field_manager="rollout-inventory"
     )
+    watchers: list[InventoryWatcher] = []
+    # Ready once every watch has listed: the inventory it publishes is complete from then on.
+    status = _status_server(settings, HealthMetrics(), ready=lambda: any(w.synced.is_set() for w in watchers))
     try:
+        if status is not None:
+            await status.start()
         while not stop.is_set():
             try:
                 if settings.create_topics:
@@ -123,15 +128,18 @@ async def run_inventory(settings: InventorySettings) -> None:
             checkpoint=Checkpoint(settings.checkpoint_file) if settings.checkpoint_file else None,
             watch_timeout_s=settings.watch_timeout_s,
         )
+        watchers.append(watcher)
         log.info("inventory watcher: %s clusters in %s", settings.cluster_kind, settings.namespace or "all namespaces")
         await watcher.run(stop)
     finally:
+        if status is not None:
+            await status.stop()
         await client.close()
         await bus.close()
 
 
 def _status_server(
-    settings: ReporterSettings | MonitorSettings,
+    settings: ReporterSettings | InventorySettings | MonitorSettings,
     metrics: HealthMetrics,
     *,
     ready: Callable[[], bool],
