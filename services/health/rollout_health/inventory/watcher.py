@@ -149,8 +149,8 @@ class InventoryWatcher:
             else:
                 groups = (GroupSource.from_object(o) for o in objects)
                 self.state.groups = {(g.namespace, g.name): g for g in groups}
-            await self._publish_differences()
             self.state.resource_versions[stream.value] = listing.resourceVersion
+            await self._publish_differences()
             self._save()
         log.info("%s: listed %d object(s) at resourceVersion %s", stream.value, len(objects), listing.resourceVersion)
 
@@ -168,9 +168,9 @@ class InventoryWatcher:
                 self.state.groups.pop(key, None)
             else:
                 self.state.groups[key] = GroupSource.from_object(obj)
-            await self._publish_differences()
-            # Only after publishing: a crash in between replays the event rather than losing it.
             self.state.resource_versions[stream.value] = str(meta.get("resourceVersion") or "") or None
+            await self._publish_differences()
+            # Saved only after publishing: a crash in between replays the event rather than losing it.
             self._save()
 
     def _mapped(self) -> dict[str, Cluster]:
@@ -191,6 +191,10 @@ class InventoryWatcher:
         return mapped
 
     async def _publish_differences(self) -> None:
+        # Not before every stream has listed: a cluster listed before its ClusterGroups would be
+        # published without its group first, and then again with it.
+        if not all(self.state.resource_versions.get(stream.value) for stream in self._resources):
+            return
         mapped = self._mapped()
         published = self.state.published
         for name, cluster in mapped.items():
