@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 SHARED ?= ../shared
 
-.PHONY: demo system-deps venv test lint typecheck unit integration conformance scenarios kafka redis infra-fetch bench asyncapi-parser
+.PHONY: demo system-deps venv test lint typecheck unit integration conformance scenarios kafka redis kube kube-build infra-fetch bench asyncapi-parser
 
 demo: venv  ## run the embedded demo (one process, no Kafka)
 	$(BIN)/rollout demo
@@ -55,7 +55,13 @@ kafka: venv  ## run a real single-node Kafka broker until Ctrl-C; prints KAFKA_B
 redis: venv  ## run a real redis-server until Ctrl-C; prints REDIS_URL=redis://host:port/0
 	$(PY) -m rollout_devenv redis run $(if $(DATA),--data-dir $(DATA))
 
-infra-fetch: venv  ## fetch the Kafka broker's jars with Maven, once per machine (~/.cache/rollout)
+kube: venv kube-build  ## run etcd and a kube-apiserver with the Cluster API and Fleet CRDs until Ctrl-C; prints KUBECONFIG=path
+	$(PY) -m rollout_devenv kube run
+
+kube-build: venv  ## build kube-apiserver with Go, once per machine (~/.cache/rollout; ~15 min on one core)
+	$(PY) -m rollout_devenv kube build
+
+infra-fetch: venv kube-build  ## fetch the Kafka broker's jars with Maven and build kube-apiserver, once per machine (~/.cache/rollout)
 	$(PY) -m rollout_devenv kafka fetch
 
 bench: venv  ## engine, Kafka, latency, executor-scaling and whole-rollout benchmarks; writes docs/benchmarks.md (~12 min)

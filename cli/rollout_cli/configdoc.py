@@ -26,7 +26,7 @@ from pydantic_settings import BaseSettings
 
 from rollout_cli import help_text
 from rollout_executor.settings import ExecutorSettings
-from rollout_health.settings import MonitorSettings, ReporterSettings
+from rollout_health.settings import InventorySettings, MonitorSettings, ReporterSettings
 from rollout_planner.service.settings import PlannerSettings
 
 DEFAULT_OUTPUT = Path("docs/configuration.md")
@@ -44,6 +44,7 @@ SERVICES: tuple[Service, ...] = (
     Service("Executor", "python -m rollout_executor [--config FILE]", ExecutorSettings),
     Service("Health reporter", "python -m rollout_health reporter [--config FILE]", ReporterSettings),
     Service("Health monitor", "python -m rollout_health monitor [--config FILE]", MonitorSettings),
+    Service("Inventory watcher", "python -m rollout_health inventory [--config FILE]", InventorySettings),
 )
 
 

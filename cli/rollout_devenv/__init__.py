@@ -1,16 +1,22 @@
-"""Local infrastructure without Docker: a real Apache Kafka broker and a real Redis server.
+"""Local infrastructure without Docker: a real Apache Kafka broker, a real Redis server, and real
+Kubernetes API servers on etcd.
 
 Used by the test fixtures (tests/conftest.py) and by people: `python -m rollout_devenv --help`.
 """
 
 from rollout_devenv._proc import DevenvError, free_port, stop_processes
 from rollout_devenv.kafka import KafkaBroker, fetch_kafka_jars, kafka_version
+from rollout_devenv.kube import KubeApiServer, KubeStack, KubeUser, build_kube_apiserver
 from rollout_devenv.redis import RedisServer
 
 __all__ = [
     "DevenvError",
     "KafkaBroker",
+    "KubeApiServer",
+    "KubeStack",
+    "KubeUser",
     "RedisServer",
+    "build_kube_apiserver",
     "fetch_kafka_jars",
     "free_port",
     "kafka_version",

@@ -1,4 +1,5 @@
-"""`python -m rollout_devenv`: fetch Kafka's jars, or run Kafka or Redis until Ctrl-C."""
+"""`python -m rollout_devenv`: fetch Kafka's jars or build kube-apiserver, or run Kafka, Redis or
+Kubernetes API servers until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Protocol
 
 from rollout_devenv._proc import DevenvError
 from rollout_devenv.kafka import KafkaBroker, fetch_kafka_jars
+from rollout_devenv.kube import KubeStack, build_kube_apiserver
 from rollout_devenv.redis import RedisServer
 
 _PORT_FILE = "rollout-port"
@@ -56,6 +58,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     redis_run.add_argument("--aof", action="store_true", help="append-only file, fsync always (on with --data-dir)")
     redis_run.add_argument("--port", type=int, help="listen here (default: the data dir's last port, or a free one)")
+    kube = services.add_parser("kube", help="upstream kube-apiserver on Debian's etcd")
+    kube_actions = kube.add_subparsers(dest="action", required=True)
+    kube_actions.add_parser("build", help="build kube-apiserver with Go (once per machine) and print its path")
+    kube_run = kube_actions.add_parser(
+        "run", help="start etcd and apiservers with the Cluster API and Fleet CRDs, print KUBECONFIG=..."
+    )
+    kube_run.add_argument("--apiservers", type=int, default=1, help="how many apiservers (the first has the CRDs)")
     return parser
 
 
@@ -120,12 +129,28 @@ def _redis_run(data_dir: Path | None, *, aof: bool, port: int | None) -> int:
     return _serve(server, announce=announce, kept=data_dir is not None)
 
 
+def _kube_run(count: int) -> int:
+    stack = KubeStack(count=count)
+
+    def announce() -> str:
+        starts = ", ".join(f"{s.last_start_s or 0:.1f} s" for s in stack.apiservers)
+        print(f"kube-apiserver ready in {starts}; CRDs in {stack.crd_install_s or 0:.1f} s", file=sys.stderr)
+        return "\n".join(f"KUBECONFIG={server.kubeconfig}" for server in stack.apiservers)
+
+    return _serve(stack, announce=announce)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if args.service == "kafka" and args.action == "fetch":
         print(fetch_kafka_jars())
         return 0
     if args.service == "kafka":
         return _kafka_run(args.data_dir)
+    if args.service == "kube" and args.action == "build":
+        print(build_kube_apiserver())
+        return 0
+    if args.service == "kube":
+        return _kube_run(args.apiservers)
     return _redis_run(args.data_dir, aof=args.aof, port=args.port)
 
 

@@ -67,6 +67,8 @@ ELSEWHERE = {
         ]
     ): "tests/e2e/test_kcat.py (with the real kcat)",
     ".venv/bin/pytest tests/chaos": "the suite runs tests/chaos with these defaults",
+    "make kube": "tests/kube/test_devenv_kube.py (runs it, uses the apiserver, stops it with Ctrl-C)",
+    "make kube-build": "tests/kube/test_devenv_kube.py (through make kube, which depends on it)",
 }
 
 

@@ -16,3 +16,7 @@ class Heartbeat(BaseModel):
     observed_at: float = Field(alias="observedAt", description="epoch seconds at the reporter")
     reporter: str = "unknown"
     detail: str | None = None
+    # The versions the cluster itself reports running (API server, oldest kubelet), when the
+    # probe can read them: an upgrade that "succeeded" on another version shows here.
+    control_plane_version: str | None = Field(default=None, alias="controlPlaneVersion")
+    node_version: str | None = Field(default=None, alias="nodeVersion")

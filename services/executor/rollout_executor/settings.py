@@ -22,6 +22,7 @@ from rollout_common.status import Track
 class DriverKind(str, Enum):
     SIMULATED = "simulated"
     COMMAND = "command"
+    CLUSTER_API = "cluster-api"
 
 
 class SimulatedDriverSettings(BaseModel):
@@ -42,6 +43,18 @@ class CommandDriverSettings(BaseModel):
     args: tuple[str, ...] = ()
     timeout_s: float = Field(default=3600.0, gt=0.0)
     stderr_lines: int = Field(default=5, ge=1, description="how much of stderr a failure carries")
+
+
+class ClusterApiDriverSettings(BaseModel):
+    """The Cluster API driver: which management cluster, where the Cluster objects live."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kubeconfig: Path | None = Field(default=None, description="None: $KUBECONFIG, ~/.kube/config or in-cluster")
+    kube_context: str | None = None
+    namespace: str = Field(default="default", description="namespace of the Cluster API objects")
+    timeout_s: float = Field(default=3600.0, gt=0.0, description="patch to ready, per cluster and track")
+    poll_interval_s: float = Field(default=5.0, gt=0.0, description="how often the status is read while waiting")
 
 
 def _default_executor_id() -> str:
@@ -66,6 +79,7 @@ class ExecutorSettings(RedisServiceSettings):
     driver: DriverKind = DriverKind.SIMULATED
     simulated: SimulatedDriverSettings = Field(default_factory=SimulatedDriverSettings)
     command: CommandDriverSettings = Field(default_factory=CommandDriverSettings)
+    cluster_api: ClusterApiDriverSettings = Field(default_factory=ClusterApiDriverSettings)
     session_timeout_s: float = Field(
         default=10.0, ge=3.0, description="the broker drops a member whose heartbeats stop this long (process gone)"
     )
@@ -94,6 +108,8 @@ def poll_interval_s(settings: ExecutorSettings) -> float:
         return settings.max_poll_interval_s
     if settings.driver is DriverKind.COMMAND:
         per_upgrade = settings.command.timeout_s
+    elif settings.driver is DriverKind.CLUSTER_API:
+        per_upgrade = settings.cluster_api.timeout_s
     else:
         per_upgrade = max(settings.simulated.durations_s.values(), default=0.0) * settings.simulated.time_scale
     clusters = settings.batch_max_records * settings.max_clusters_per_command

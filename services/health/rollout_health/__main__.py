@@ -1,6 +1,8 @@
 """`python -m rollout_health reporter|monitor [--config FILE]`.
 
 - `reporter`: probes the configured clusters and publishes heartbeats until SIGTERM/SIGINT.
+- `inventory`: lists and watches the cluster objects of a management cluster (Cluster API or
+  Fleet) and publishes their changes to rollout.inventory (see `rollout_health.inventory`).
 - `monitor`: supervises the faust monitor worker (restarts it with back-off), which turns
   heartbeats into readiness changes. `monitor-worker` is that worker itself, unsupervised.
 
@@ -27,12 +29,12 @@ from rollout_adapters.status_server import StatusServer
 from rollout_common import json_logging
 from rollout_common.connection_settings import load, loggable
 from rollout_common.errors import RolloutError, TransientError
-from rollout_common.topics.catalog import HEARTBEATS, UPGRADE_RESULTS
+from rollout_common.topics.catalog import HEARTBEATS, INVENTORY, UPGRADE_RESULTS
 from rollout_health.metrics import HealthMetrics
 from rollout_health.monitor import HealthMonitor
 from rollout_health.probes import build_probe
 from rollout_health.reporter import Reporter
-from rollout_health.settings import MonitorSettings, ReporterSettings
+from rollout_health.settings import InventorySettings, MonitorSettings, ReporterSettings
 from rollout_health.supervisor import supervise
 
 log = logging.getLogger("rollout_health")
@@ -86,8 +88,60 @@ async def run_reporter(settings: ReporterSettings) -> None:
         await bounded_close("the Kafka clients", bus.close())
 
 
+async def run_inventory(settings: InventorySettings) -> None:
+    """In the health service because it already observes the fleet's clusters from outside them:
+    one more reader of the management cluster, deployed next to the reporters, with its own
+    (read-only) role. One instance per management cluster; it keeps no lease, so run one."""
+    # Imported here: the reporter and monitor need no Kubernetes client.
+    from rollout_adapters.kube.client import async_client
+    from rollout_health.inventory.checkpoint import Checkpoint
+    from rollout_health.inventory.watcher import ClusterKind, InventoryWatcher
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    bus = kafka_bus(settings, client_id="rollout-inventory-watcher")
+    client = async_client(
+        kubeconfig=settings.kubeconfig, context=settings.kube_context, field_manager="rollout-inventory"
+    )
+    watchers: list[InventoryWatcher] = []
+    # Ready once every watch has listed: the inventory it publishes is complete from then on.
+    status = _status_server(settings, HealthMetrics(), ready=lambda: any(w.synced.is_set() for w in watchers))
+    try:
+        if status is not None:
+            await status.start()
+        while not stop.is_set():
+            try:
+                if settings.create_topics:
+                    await bus.ensure_topics([INVENTORY.spec(settings.topic_prefix)])
+                break
+            except TransientError as exc:
+                log.warning("Kafka not reachable yet; retrying in 2 s: %s", exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 2.0)
+        watcher = InventoryWatcher(
+            client=client,
+            bus=bus,
+            topic_prefix=settings.topic_prefix,
+            kind=ClusterKind(settings.cluster_kind),
+            namespace=settings.namespace,
+            watch_groups=settings.fleet_groups,
+            checkpoint=Checkpoint(settings.checkpoint_file) if settings.checkpoint_file else None,
+            watch_timeout_s=settings.watch_timeout_s,
+        )
+        watchers.append(watcher)
+        log.info("inventory watcher: %s clusters in %s", settings.cluster_kind, settings.namespace or "all namespaces")
+        await watcher.run(stop)
+    finally:
+        if status is not None:
+            await status.stop()
+        await client.close()
+        await bus.close()
+
+
 def _status_server(
-    settings: ReporterSettings | MonitorSettings,
+    settings: ReporterSettings | InventorySettings | MonitorSettings,
     metrics: HealthMetrics,
     *,
     ready: Callable[[], bool],
@@ -128,15 +182,17 @@ def run_monitor_worker(settings: MonitorSettings) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rollout_health", description=__doc__)
-    parser.add_argument("command", choices=["reporter", "monitor", "monitor-worker"])
+    parser.add_argument("command", choices=["reporter", "inventory", "monitor", "monitor-worker"])
     parser.add_argument("--config", type=Path, help="YAML file of settings (ROLLOUT_* variables win)")
     args = parser.parse_args(argv)
     try:
-        settings: ReporterSettings | MonitorSettings = (
-            load(ReporterSettings, args.config, what="reporter settings")
-            if args.command == "reporter"
-            else load(MonitorSettings, args.config, what="monitor settings")
-        )
+        settings: ReporterSettings | InventorySettings | MonitorSettings
+        if args.command == "reporter":
+            settings = load(ReporterSettings, args.config, what="reporter settings")
+        elif args.command == "inventory":
+            settings = load(InventorySettings, args.config, what="inventory settings")
+        else:
+            settings = load(MonitorSettings, args.config, what="monitor settings")
     except RolloutError as exc:
         print(f"rollout_health: bad settings: {exc}", file=sys.stderr)
         return 2
@@ -145,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if isinstance(settings, ReporterSettings):
             asyncio.run(run_reporter(settings))
+            return 0
+        if isinstance(settings, InventorySettings):
+            asyncio.run(run_inventory(settings))
             return 0
         if args.command == "monitor":
             worker_argv = ["monitor-worker"] + (["--config", str(args.config)] if args.config else [])

@@ -32,6 +32,7 @@ Clock = Callable[[], float]
 class _Sent:
     ready: bool
     at: float
+    versions: tuple[str | None, str | None] = (None, None)
 
 
 class Reporter:
@@ -85,10 +86,18 @@ class Reporter:
     async def _report(self, cluster: str, result: ProbeResult) -> Heartbeat | None:
         now = self._clock()
         last = self._sent.get(cluster)
-        if last is not None and last.ready == result.ready and now - last.at < self._heartbeat_interval_s:
+        versions = (result.control_plane_version, result.node_version)
+        unchanged = last is not None and last.ready == result.ready and last.versions == versions
+        if unchanged and last is not None and now - last.at < self._heartbeat_interval_s:
             return None
         heartbeat = Heartbeat(
-            cluster=cluster, ready=result.ready, observed_at=now, reporter=self._reporter_id, detail=result.detail
+            cluster=cluster,
+            ready=result.ready,
+            observed_at=now,
+            reporter=self._reporter_id,
+            detail=result.detail,
+            control_plane_version=result.control_plane_version,
+            node_version=result.node_version,
         )
         value, headers = encode(
             heartbeat,
@@ -112,5 +121,5 @@ class Reporter:
                 "ready" if result.ready else "not ready",
                 f" ({result.detail})" if result.detail else "",
             )
-        self._sent[cluster] = _Sent(ready=result.ready, at=now)
+        self._sent[cluster] = _Sent(ready=result.ready, at=now, versions=versions)
         return heartbeat

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from enum import Enum
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
@@ -19,6 +20,7 @@ class ProbeKind(str, Enum):
     SIMULATED = "simulated"
     COMMAND = "command"
     HTTP = "http"
+    KUBERNETES = "kubernetes"
 
 
 class OfflineWindow(BaseModel):
@@ -53,6 +55,20 @@ class HttpProbeSettings(BaseModel):
     timeout_s: float = Field(default=5.0, gt=0.0)
 
 
+class KubernetesProbeSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kubeconfig: Path | None = Field(
+        default=None, description="the management cluster (for <cluster>-kubeconfig Secrets); None: the environment's"
+    )
+    kube_context: str | None = None
+    namespace: str = Field(default="default", description="namespace of the <cluster>-kubeconfig Secrets")
+    workload_kubeconfig: Path | None = Field(
+        default=None, description="instead of Secrets: a kubeconfig with one context per cluster, named as it"
+    )
+    timeout_s: float = Field(default=5.0, gt=0.0)
+
+
 class _Common(ServiceSettings):
     # One config file may serve the reporter and the monitor, each ignoring the other's keys.
     model_config = SettingsConfigDict(extra="ignore")
@@ -72,6 +88,7 @@ class ReporterSettings(_Common):
     simulated: SimulatedProbeSettings = Field(default_factory=SimulatedProbeSettings)
     command: CommandProbeSettings = Field(default_factory=CommandProbeSettings)
     http: HttpProbeSettings = Field(default_factory=HttpProbeSettings)
+    kubernetes: KubernetesProbeSettings = Field(default_factory=KubernetesProbeSettings)
 
 
 class MonitorSettings(_Common):
@@ -101,4 +118,16 @@ class MonitorSettings(_Common):
     restart_backoff_max_s: float = Field(default=30.0, gt=0.0)
 
 
-__all__ = ["MonitorSettings", "ReporterSettings", "read_config_file"]
+class InventorySettings(_Common):
+    """The inventory watcher: which management cluster, which objects, where it keeps its place."""
+
+    kubeconfig: Path | None = Field(default=None, description="None: $KUBECONFIG, ~/.kube/config or in-cluster")
+    kube_context: str | None = Field(default=None, description="a context of the kubeconfig; None: its current one")
+    cluster_kind: str = Field(default="cluster-api", pattern="^(cluster-api|fleet)$", description="what to watch")
+    namespace: str | None = Field(default=None, description="watch one namespace; None: all of them")
+    fleet_groups: bool = Field(default=False, description="also watch Fleet ClusterGroups (group, groupLabels)")
+    checkpoint_file: Path | None = Field(default=None, description="keeps resourceVersions across restarts")
+    watch_timeout_s: int = Field(default=300, gt=0, description="the server ends a watch after this; it resumes")
+
+
+__all__ = ["InventorySettings", "MonitorSettings", "ReporterSettings", "read_config_file"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rollout_executor.drivers.cluster_api import ClusterApiDriver
 from rollout_executor.drivers.command import CommandDriver
 from rollout_executor.drivers.port import DriverOutcome, UpgradeDriver
 from rollout_executor.drivers.simulated import SimulatedDriver
@@ -14,6 +15,8 @@ def build_driver(settings: ExecutorSettings) -> UpgradeDriver:
             return SimulatedDriver(settings.simulated)
         case DriverKind.COMMAND:
             return CommandDriver(settings.command)
+        case DriverKind.CLUSTER_API:
+            return ClusterApiDriver(settings.cluster_api)
 
 
-__all__ = ["CommandDriver", "DriverOutcome", "SimulatedDriver", "UpgradeDriver", "build_driver"]
+__all__ = ["ClusterApiDriver", "CommandDriver", "DriverOutcome", "SimulatedDriver", "UpgradeDriver", "build_driver"]

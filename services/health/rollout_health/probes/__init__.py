@@ -18,6 +18,11 @@ def build_probe(settings: ReporterSettings, *, bus: Bus) -> ReadinessProbe:
             return CommandProbe(settings.command)
         case ProbeKind.HTTP:
             return HttpProbe(settings.http)
+        case ProbeKind.KUBERNETES:
+            # Imported here: the other probes need no Kubernetes client.
+            from rollout_health.probes.kubernetes import KubernetesProbe
+
+            return KubernetesProbe(settings.kubernetes)
 
 
 __all__ = ["CommandProbe", "HttpProbe", "ProbeResult", "ReadinessProbe", "SimulatedProbe", "build_probe"]

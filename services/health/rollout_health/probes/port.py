@@ -10,6 +10,9 @@ from typing import Protocol
 class ProbeResult:
     ready: bool
     detail: str | None = None
+    # What the cluster itself says it runs, when the probe can tell (the Kubernetes probe).
+    control_plane_version: str | None = None
+    node_version: str | None = None
 
 
 class ReadinessProbe(Protocol):

@@ -1,0 +1,105 @@
+"""What the inventory watcher knows, and a file that keeps it across restarts.
+
+With it, a restarted watcher resumes each watch from its last resourceVersion, and still knows
+which clusters it published: a cluster deleted while it was down is removed once it lists again.
+Without it, a restart lists everything and publishes every cluster again (upserts are idempotent),
+but cannot tell the planner about a deletion it did not see.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from rollout_common.fleet import Cluster
+from rollout_common.selector import LabelSelector
+from rollout_health.inventory.mapping import ClusterSource, GroupSource
+
+log = logging.getLogger("rollout_health.inventory")
+
+Key = tuple[str, str]  # (namespace, name)
+
+
+@dataclass
+class WatchState:
+    resource_versions: dict[str, str | None] = field(default_factory=dict)
+    clusters: dict[Key, ClusterSource] = field(default_factory=dict)
+    groups: dict[Key, GroupSource] = field(default_factory=dict)
+    published: dict[str, Cluster] = field(default_factory=dict)
+
+
+def _cluster_source(raw: dict[str, Any]) -> ClusterSource:
+    return ClusterSource(
+        name=raw["name"],
+        namespace=raw["namespace"],
+        labels=raw.get("labels", {}),
+        annotations=raw.get("annotations", {}),
+        topology_version=raw.get("topology_version"),
+    )
+
+
+def _group_source(raw: dict[str, Any]) -> GroupSource:
+    selector = raw.get("selector")
+    return GroupSource(
+        name=raw["name"],
+        namespace=raw["namespace"],
+        labels=raw.get("labels", {}),
+        selector=None if selector is None else LabelSelector.model_validate(selector),
+    )
+
+
+class Checkpoint:
+    """A JSON file, replaced atomically on every save."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> WatchState:
+        try:
+            raw = json.loads(self.path.read_text())
+            return WatchState(
+                resource_versions=dict(raw["resource_versions"]),
+                clusters={(c["namespace"], c["name"]): _cluster_source(c) for c in raw["clusters"]},
+                groups={(g["namespace"], g["name"]): _group_source(g) for g in raw["groups"]},
+                published={c["name"]: Cluster.model_validate(c) for c in raw["published"]},
+            )
+        except FileNotFoundError:
+            return WatchState()
+        except (OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
+            # Listing again is always safe; only removals while we were down may be missed.
+            log.warning("inventory checkpoint %s unreadable, starting from a full list: %s", self.path, exc)
+            return WatchState()
+
+    def save(self, state: WatchState) -> None:
+        raw = {
+            "resource_versions": state.resource_versions,
+            "clusters": [
+                {
+                    "name": s.name,
+                    "namespace": s.namespace,
+                    "labels": dict(s.labels),
+                    "annotations": dict(s.annotations),
+                    "topology_version": s.topology_version,
+                }
+                for s in state.clusters.values()
+            ],
+            "groups": [
+                {
+                    "name": g.name,
+                    "namespace": g.namespace,
+                    "labels": dict(g.labels),
+                    "selector": None if g.selector is None else g.selector.model_dump(by_alias=True),
+                }
+                for g in state.groups.values()
+            ],
+            "published": [c.model_dump(mode="json", by_alias=True) for c in state.published.values()],
+        }
+        partial = self.path.with_suffix(self.path.suffix + ".partial")
+        partial.write_text(json.dumps(raw))
+        os.replace(partial, self.path)

@@ -1,0 +1,106 @@
+"""`make kube` (python -m rollout_devenv kube run): etcd and a kube-apiserver with the Cluster API
+and Fleet CRDs, a kubeconfig that works, stopped cleanly by Ctrl-C; several apiservers share one
+etcd without seeing each other's objects."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lightkube import ApiError, Client, KubeConfig
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+
+from rollout_devenv import DevenvError, KubeApiServer, KubeStack, stop_processes
+from rollout_devenv.kube import EtcdServer
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+CRDS = {
+    "clusters.cluster.x-k8s.io",
+    "clusterclasses.cluster.x-k8s.io",
+    "machinedeployments.cluster.x-k8s.io",
+    "machinesets.cluster.x-k8s.io",
+    "machines.cluster.x-k8s.io",
+    "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
+    "clusters.fleet.cattle.io",
+    "clustergroups.fleet.cattle.io",
+}
+
+
+def _crds(kubeconfig: Path) -> set[str]:
+    client = Client(KubeConfig.from_file(str(kubeconfig)))
+    try:
+        return {
+            crd.metadata.name for crd in client.list(CustomResourceDefinition) if crd.metadata and crd.metadata.name
+        }
+    finally:
+        client.close()
+
+
+def test_make_kube_serves_until_ctrl_c() -> None:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env.pop("KUBECONFIG", None)
+    process = subprocess.Popen(
+        ["make", "-s", "kube"], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        # `make kube` first prints the binary's path (kube-build), then KUBECONFIG= once the stack is up.
+        line = process.stdout.readline()
+        if not line.startswith("KUBECONFIG="):
+            line = process.stdout.readline()
+        assert line.startswith("KUBECONFIG="), (line, process.stderr.read() if process.poll() is not None else "")
+        kubeconfig = Path(line.strip().split("=", 1)[1])
+        assert _crds(kubeconfig) == CRDS
+        config = json.loads(kubeconfig.read_text())
+        assert config["clusters"][0]["cluster"]["server"].startswith("https://127.0.0.1:")
+        os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in the terminal reaches make and its child
+        # make itself dies of the SIGINT, as it does in a terminal; what matters is its child's cleanup.
+        assert process.wait(timeout=60) == -signal.SIGINT
+        assert not kubeconfig.exists()  # the apiserver's data dir went with it
+        assert process.stderr is not None and "stopping..." in process.stderr.read()
+    finally:
+        stop_processes([process], whole_group=True)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_apiservers_share_etcd_under_their_own_prefixes(kube_stack: KubeStack | None) -> None:
+    """The session's stack: the management cluster has the CRDs, a workload cluster on the same
+    etcd sees none of them."""
+    if kube_stack is None:  # KUBECONFIG names a cluster of its own: the fixture installed the CRDs there
+        assert _crds(Path(os.environ["KUBECONFIG"])) >= CRDS
+        return
+    management, workload = kube_stack.apiservers[:2]
+    assert _crds(management.kubeconfig) == CRDS
+    assert _crds(workload.kubeconfig) == set()
+    client = Client(KubeConfig.from_file(str(workload.kubeconfig)))
+    try:
+        with pytest.raises(ApiError) as denied:
+            client.get(CustomResourceDefinition, "clusters.cluster.x-k8s.io")
+        assert denied.value.status.code == 404
+    finally:
+        client.close()
+    starts = [round(server.last_start_s or 0, 1) for server in kube_stack.apiservers]
+    print(f"apiservers ready in {starts} s, CRDs in {kube_stack.crd_install_s or 0:.1f} s")
+
+
+def test_a_missing_binary_is_an_error_that_says_how_to_build_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fixtures turn this error into a failed test: a missing apiserver never skips."""
+    monkeypatch.setenv("HOME", str(tmp_path))  # an empty ~/.cache/rollout
+    etcd = EtcdServer(data_dir=tmp_path / "etcd")
+    with pytest.raises(DevenvError) as missing:
+        KubeApiServer(etcd=etcd, data_dir=tmp_path / "apiserver").start()
+    assert missing.value.message == (
+        "kube-apiserver v1.34.2 is not built yet; run `make kube-build` (once per machine)"
+    )
