@@ -106,9 +106,8 @@ def _failed(state: EngineState, cluster: ClusterRec, track: int, error: str, run
                 StageReason.FAILURE_BUDGET,
                 detail=f"{run.failures} failed, maxFailures resolves to {limit} (GATE-6)",
             )
-    # VER-6: evaluated again after every upgrade, failed ones included, so the target is what a
-    # planner restarted from its snapshot would compute too (BUS-6)
-    retarget(state, cluster)
+    if moved:
+        retarget(state, cluster)  # its new stage's view of it (it stays FAILED there, OPS-4)
 
 
 def _wake_other_track(state: EngineState, cluster: ClusterRec, track: int) -> None:
