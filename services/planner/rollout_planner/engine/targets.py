@@ -29,8 +29,10 @@ def _retarget_track(state: EngineState, cluster: ClusterRec, track: int) -> None
     if new_version == cluster.target[track] and new_run == cluster.target_run[track]:
         return
     old_run = cluster.target_run[track]
-    if cluster.retries[track]:
-        cluster.retries = put_count(cluster.retries, track, 0)  # retries count per target (OPS-4)
+    if cluster.retries[track] and cluster.target[track] is not None:
+        # retries count per target (OPS-4); a target set afresh (None before) keeps the count, as a
+        # planner restarted from its snapshot recomputes targets from None (BUS-6)
+        cluster.retries = put_count(cluster.retries, track, 0)
     if old_run is not None:
         run = stage.runs[track].get(old_run)
         if run is not None:
