@@ -136,5 +136,6 @@ def test_simulate_engine_error_is_one_line_naming_event_time_and_rule(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.splitlines() == [
-        "error: engine error at t=300s applying inventory (SEQ-6a): SEQ-6a: broken on purpose (cluster a-1, stage a)"
+        "error: engine error at t=300s applying inventory, readiness (SEQ-6a): "
+        "SEQ-6a: broken on purpose (cluster a-1, stage a)"
     ]

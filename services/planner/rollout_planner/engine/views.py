@@ -17,8 +17,9 @@ _PRIORITY = [
     ClusterStatus.IN_PROGRESS,
     ClusterStatus.NOT_READY,
     ClusterStatus.OUT_OF_SYNC,
-    ClusterStatus.PENDING,
+    # a track the rollout will never upgrade says more than one nothing has reached yet (VER-5)
     ClusterStatus.INELIGIBLE,
+    ClusterStatus.PENDING,
     ClusterStatus.COMPLETE,
     ClusterStatus.SKIPPED_NEWER,
 ]
