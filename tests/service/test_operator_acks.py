@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import engine_support
 import pytest
 import yaml
 from planner_harness import NEW, OLD, make_planner, release
@@ -167,9 +166,6 @@ async def test_seq7_a_change_removing_an_active_stage_is_refused_and_not_stored(
     assert await planned.store.get(SEQUENCE_KEY) is None
 
 
-@pytest.mark.xfail(
-    not engine_support.applies_sequence_changes(), reason="the engine refuses sequence changes (SEQ-7)", strict=True
-)
 async def test_seq7_a_changed_soak_is_applied_acknowledged_and_stored(
     planned: System, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -212,7 +208,6 @@ async def _until(condition: Callable[[], bool], *, timeout_s: float = 60) -> Non
             await asyncio.sleep(0.05)
 
 
-@pytest.mark.xfail(not engine_support.retries(), reason="the engine does not retry yet (OPS-4)", strict=True)
 @pytest.mark.parametrize("target", [["--rollout", "svc-1", "--cluster", "can-1"], ["--all"]], ids=["cluster", "all"])
 async def test_ops4_retry_of_a_failed_cluster_runs_it_again_through_an_executor(
     planned: System, capsys: pytest.CaptureFixture[str], target: list[str]
