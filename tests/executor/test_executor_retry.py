@@ -35,7 +35,7 @@ async def kafka_bus(kafka_bootstrap: str, topic_prefix: str) -> AsyncIterator[Ka
 
 
 def _executor(bus: KafkaBus, store: RedisStore, driver: CountingDriver, prefix: str) -> Executor:
-    ledger = UpgradeLedger(store, executor_id="e1", lease_s=30, clock=time.time)
+    ledger = UpgradeLedger(store, executor_id="e1", lease_s=30)
     return Executor(
         bus=bus, ledger=ledger, driver=driver, metrics=ExecutorMetrics(), executor_id="e1", topic_prefix=f"{prefix}."
     )

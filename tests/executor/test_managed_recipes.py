@@ -53,7 +53,7 @@ class Cloud:
 
 async def run(recipe: str, track: Track, version: str, cluster: str = "eu-1") -> DriverOutcome:
     driver = CommandDriver(CommandDriverSettings(executable=str(REPO / "deploy" / "recipes" / recipe), timeout_s=60))
-    return await driver.upgrade(UpgradeTarget(cluster, track, version))
+    return await driver.upgrade(UpgradeTarget(cluster, track, version), fencing_token=1)
 
 
 async def test_gke_master_then_each_node_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
