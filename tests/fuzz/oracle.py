@@ -94,7 +94,10 @@ class CheckedSimulator(Simulator):
         if drift:
             raise OracleError(f"audit: at t={t:g}: {'; '.join(drift[:3])}")
         if self.twin is not None:
-            _, again = decide(self.twin, EventBatch(events=tuple(events)), self.origin + t)
+            try:
+                _, again = decide(self.twin, EventBatch(events=tuple(events)), self.origin + t)
+            except Exception as exc:  # the live state took the same events
+                raise OracleError(f"restart: at t={t:g} the reloaded state raised {type(exc).__name__}: {exc}") from exc
             if _lasting(again) != _lasting(commands):
                 difference = _first_difference(commands, again)
                 raise OracleError(f"restart: at t={t:g} the reloaded state decided otherwise: {difference}")
