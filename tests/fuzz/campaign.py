@@ -2,7 +2,8 @@
 
     python tests/fuzz/campaign.py --seeds 2000 [--first 0] [--out build/fuzz]
 
-One line per failing seed (its first problem and where the shrunk scenario went), then a short
+One line per failing seed (its first problem and where the shrunk scenario went; the first seed
+of each kind of failure is shrunk, within a time budget), then a short
 summary whose last line reads `seeds run: N, failures: F, seeds/s: R`. Exit status 1 when a seed
 failed. A shrunk scenario runs with `rollout simulate FILE`; the developer adds its `expect:`
 (what SPEC says should happen) and keeps it under tests/scenarios/. Audit and restart problems
@@ -23,28 +24,29 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from oracle import problems, signature
-from scenario_gen import generate
+from scenario_gen import generate, twin_point
 from shrink import Shrinker
 
 
-def same_failure(kind: str) -> Any:
+def same_failure(kind: str, *, twin_at: int) -> Any:
     def still_fails(doc: dict[str, Any]) -> bool:
-        return any(signature(p) == kind for p in problems(doc))
+        return any(signature(p) == kind for p in problems(doc, twin_at=twin_at))
 
     return still_fails
 
 
-def shrink_to_file(seed: int, doc: dict[str, Any], problem: str, out: Path, *, seconds: float) -> Path:
+def shrink_to_file(seed: int, doc: dict[str, Any], problem: str, out: Path, *, seconds: float, twin_at: int) -> Path:
     """Shrink `doc` keeping the kind of `problem`, and write it with a header naming seed and problem."""
     kind = signature(problem)
-    small = Shrinker(same_failure(kind), seconds=seconds).shrink(doc)
+    small = Shrinker(same_failure(kind, twin_at=twin_at), seconds=seconds).shrink(doc)
     small["name"] = f"fuzz-seed-{seed}"
-    left = problems(small)
+    left = problems(small, twin_at=twin_at)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"seed-{seed}.yaml"
     header = [
         f"# make fuzz, seed {seed}: {kind}",
         f"# first problem: {(left or [problem])[0][:300]}",
+        f"# the restart twin reloads the state before decision {twin_at}",
         "# add `expect:` (what SPEC says should happen) before keeping it under tests/scenarios/",
     ]
     path.write_text("\n".join(header) + "\n" + as_yaml(small))
@@ -68,21 +70,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first", type=int, default=0, help="the first seed")
     parser.add_argument("--out", type=Path, default=Path("build/fuzz"), help="where shrunk scenarios go")
     parser.add_argument("--shrink-seconds", type=float, default=20.0, help="shrinking time per failing seed")
-    parser.add_argument("--shrink-total", type=float, default=120.0, help="shrinking time over the whole run")
+    parser.add_argument("--shrink-total", type=float, default=60.0, help="shrinking time over the whole run")
     args = parser.parse_args(argv)
     began = time.monotonic()
     kinds: Counter[str] = Counter()
     shrinking = 0.0
     for seed in range(args.first, args.first + args.seeds):
-        doc = generate(seed)
-        found = problems(doc)
+        doc, twin = generate(seed), twin_point(seed)
+        found = problems(doc, twin_at=twin)
         if not found:
             continue
-        kinds[signature(found[0])] += 1
+        kind = signature(found[0])
+        kinds[kind] += 1
         budget = min(args.shrink_seconds, args.shrink_total - shrinking)
-        if budget > 0:
+        if kinds[kind] > 1:
+            where = "not shrunk (a seed before it failed the same way)"
+        elif budget > 0:
             mark = time.monotonic()
-            path = shrink_to_file(seed, doc, found[0], args.out, seconds=budget)
+            path = shrink_to_file(seed, doc, found[0], args.out, seconds=budget, twin_at=twin)
             shrinking += time.monotonic() - mark
             where = f"shrunk to {path}"
         else:

@@ -122,7 +122,7 @@ def _first_difference(live: list[Command], twin: list[Command]) -> str:
     return f"{len(live)} vs {len(twin)} commands"
 
 
-def problems(doc: dict[str, Any], *, twin_at: int = 3) -> list[str]:
+def problems(doc: dict[str, Any], *, twin_at: int) -> list[str]:
     """Everything wrong with running `doc`; an empty list when all four points hold."""
     scenario = Scenario.model_validate(doc)
     sim = CheckedSimulator(scenario, twin_at=twin_at)

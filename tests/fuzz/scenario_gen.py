@@ -236,6 +236,11 @@ def moment(rng: Rng, until: int) -> int:
     return rng.randrange(0, until)
 
 
+def twin_point(seed: int) -> int:
+    """Before which decision the oracle reloads the state of `seed`'s run (a random one, fixed per seed)."""
+    return random.Random(f"twin-{seed}").randint(1, 24)
+
+
 def generate(seed: int, *, kinds: tuple[str, ...] = EVENT_KINDS) -> Doc:
     """The scenario document of `seed`."""
     rng = random.Random(seed)

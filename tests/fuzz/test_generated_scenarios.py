@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from oracle import problems
-from scenario_gen import generate
+from scenario_gen import generate, twin_point
 
 SEEDS = 300
 CHUNK = 25
@@ -22,7 +22,11 @@ SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 @pytest.mark.parametrize("first", range(0, SEEDS, CHUNK))
 def test_generated_scenarios_keep_every_invariant(first: int) -> None:
-    failing = {seed: found for seed in range(first, first + CHUNK) if (found := problems(generate(seed)))}
+    failing = {
+        seed: found
+        for seed in range(first, first + CHUNK)
+        if (found := problems(generate(seed), twin_at=twin_point(seed)))
+    }
     assert not failing, "\n".join(f"seed {seed}: {found[0]}" for seed, found in failing.items())
 
 
@@ -30,4 +34,4 @@ def test_generated_scenarios_keep_every_invariant(first: int) -> None:
 def test_own_scenarios_pass_the_audit_and_a_restart(path: Path) -> None:
     doc = yaml.safe_load(path.read_text())
     doc.setdefault("name", path.stem)
-    assert [p for p in problems(doc) if not p.startswith("check:")] == []
+    assert [p for p in problems(doc, twin_at=3) if not p.startswith("check:")] == []
