@@ -151,10 +151,12 @@ def _settle(state: EngineState) -> None:
 
 
 def _end_rollouts(state: EngineState) -> None:
-    """STAT-4: a rollout whose last run ended this instant ends too."""
-    for rollout in list(state.rollouts.values()):
-        if rollout.state in (RolloutState.RUNNING, RolloutState.PAUSED):
-            lifecycle.update_rollout(state, rollout.id)
+    """STAT-4: a rollout whose last run ended this instant ends too (only rollouts whose runs moved)."""
+    while state.touched_rollouts:
+        touched = sorted(state.touched_rollouts, key=lambda rid: state.rollouts[rid].number)
+        state.touched_rollouts = set()
+        for rollout_id in touched:  # in creation order, so the progress stream is deterministic
+            lifecycle.update_rollout(state, rollout_id)
 
 
 def _request_wake(state: EngineState) -> None:

@@ -125,8 +125,7 @@ def _newer(state: EngineState, rollout_id: str | None, *, than: str) -> bool:
     """Whether `rollout_id` was released after `than` (rollouts are kept in creation order)."""
     if rollout_id is None or rollout_id == than:
         return False
-    order = list(state.rollouts)
-    return order.index(rollout_id) > order.index(than)
+    return state.rollouts[rollout_id].number > state.rollouts[than].number
 
 
 def _older_active(state: EngineState, stage: StageRec, run: Run) -> bool:

@@ -259,6 +259,11 @@ class RolloutRec:
     reason: str = "started"
 
     @property
+    def number(self) -> int:
+        """Creation order: ids are `<sequence>-<n>` with n counting from 1 (a newer rollout has a larger n)."""
+        return int(self.id.rsplit("-", 1)[1])
+
+    @property
     def on_demand(self) -> bool:
         return self.version is not None
 
@@ -297,6 +302,7 @@ class EngineState:
         self.next_command = 0
         self.dirty: set[int] = set()
         self.out: list[Command] = []
+        self.touched_rollouts: set[str] = set()  # rollouts a run of which moved in this decision (STAT-4)
         self.now = 0.0
         self.requested_wake: float | None = None
         # clusters the current dispatch pass found outside their window: (opens at, name), for WIN-4

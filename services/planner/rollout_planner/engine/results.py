@@ -10,7 +10,7 @@ from rollout_common.version import Version, parse_version
 from rollout_planner.engine.errors import EngineInvariantError
 from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, Run, put
 from rollout_planner.engine.runs import transition
-from rollout_planner.engine.tally import recount_departed, refresh
+from rollout_planner.engine.tally import located, refresh
 from rollout_planner.engine.targets import enqueue, retarget
 
 
@@ -60,7 +60,8 @@ def _release(state: EngineState, cluster: ClusterRec, track: int) -> int:
         )
     stage = state.stages[origin[0]]
     stage.handed.pop((cluster.name, track), None)
-    recount_departed(state, stage)
+    if located(cluster) != origin and origin[1] < len(stage.partitions):
+        stage.partitions[origin[1]].departed -= 1  # it had left that partition: its slot is free now
     state.dirty.add(stage.index)  # a freed slot (maxConcurrent) or a finished run may move the stage
     return stage.index
 

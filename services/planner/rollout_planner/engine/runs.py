@@ -58,6 +58,7 @@ def transition(state: EngineState, run: Run, new: StageState, reason: StageReaso
         )
     run.prior = run.state
     run.state = new
+    state.touched_rollouts.add(run.rollout_id)
     run.reason = reason.value
     version = run.qualified if new in (S.SOAKING, S.FORCED_SOAKING, S.COMPLETE) else None
     if version is None:
