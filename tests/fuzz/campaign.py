@@ -46,7 +46,7 @@ def shrink_to_file(seed: int, doc: dict[str, Any], problem: str, out: Path, *, s
     header = [
         f"# make fuzz, seed {seed}: {kind}",
         f"# first problem: {(left or [problem])[0][:300]}",
-        f"# the restart twin reloads the state before decision {twin_at}",
+        f"# reload before decision {twin_at}",
         "# add `expect:` (what SPEC says should happen) before keeping it under tests/scenarios/",
     ]
     path.write_text("\n".join(header) + "\n" + as_yaml(small))

@@ -92,15 +92,15 @@ class CheckedSimulator(Simulator):
         commands = super()._decide(events, t)
         drift = audit(self.state)
         if drift:
-            raise OracleError(f"audit: at t={t:g}: {'; '.join(drift[:3])}")
+            raise OracleError(f"audit: at t={t}: {'; '.join(drift[:3])}")
         if self.twin is not None:
             try:
                 _, again = decide(self.twin, EventBatch(events=tuple(events)), self.origin + t)
             except Exception as exc:  # the live state took the same events
-                raise OracleError(f"restart: at t={t:g} the reloaded state raised {type(exc).__name__}: {exc}") from exc
+                raise OracleError(f"restart: at t={t} the reloaded state raised {type(exc).__name__}: {exc}") from exc
             if _lasting(again) != _lasting(commands):
                 difference = _first_difference(commands, again)
-                raise OracleError(f"restart: at t={t:g} the reloaded state decided otherwise: {difference}")
+                raise OracleError(f"restart: at t={t} the reloaded state decided otherwise: {difference}")
         return commands
 
     def check_twin(self) -> None:
