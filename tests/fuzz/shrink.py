@@ -52,32 +52,46 @@ class Shrinker:
         return best
 
     def _candidates(self, doc: Doc) -> Iterator[Doc]:
-        yield from _without_items(doc, ("events",), keep_first=0)
+        yield from _without_items(doc, ("events",))
         for names in _chunks([c["name"] for c in doc.get("clusters", [])]):
             yield without_clusters(doc, set(names))
-        stages = doc["sequence"]["stages"]
-        for cut in range(1, len(stages)):
-            smaller = copy.deepcopy(doc)
-            smaller["sequence"]["stages"] = stages[:cut]
-            yield smaller
         for key in ("notReady", "failures"):
-            yield from _without_items(doc, ("simulation", key), keep_first=0)
-        for index, stage in enumerate(stages):
-            for key in sorted(stage.get("rolloutStrategy", {})):
-                simpler = copy.deepcopy(doc)
-                del simpler["sequence"]["stages"][index]["rolloutStrategy"][key]
-                yield simpler
-            for key in ("soakOverrides", "soak"):
-                if key in stage:
-                    simpler = copy.deepcopy(doc)
-                    del simpler["sequence"]["stages"][index][key]
-                    yield simpler
+            yield from _without_items(doc, ("simulation", key))
+        yield from _simpler_stages(doc, lambda d: d["sequence"])
+        for position, event in enumerate(doc.get("events", [])):
+            if "sequence" in event:  # a SEQ-7 change: its definition shrinks like the first one
+                yield from _simpler_stages(doc, lambda d, i=position: d["events"][i]["sequence"])
         for index, spec in enumerate(doc.get("clusters", [])):
             for key in CLUSTER_EXTRAS:
                 if key in spec:
                     simpler = copy.deepcopy(doc)
                     del simpler["clusters"][index][key]
                     yield simpler
+
+
+def _simpler_stages(doc: Doc, where: Callable[[Doc], Doc]) -> Iterator[Doc]:
+    """Candidates with one stage of the definition `where` finds simpler: fewer trailing stages,
+    no strategy, one strategy field less, no soak (override)."""
+    stages = where(doc)["stages"]
+    for cut in range(1, len(stages)):
+        smaller = copy.deepcopy(doc)
+        where(smaller)["stages"] = stages[:cut]
+        yield smaller
+    for index, stage in enumerate(stages):
+        strategy = stage.get("rolloutStrategy")
+        if strategy is not None:
+            simpler = copy.deepcopy(doc)
+            del where(simpler)["stages"][index]["rolloutStrategy"]
+            yield simpler
+            for key in sorted(strategy) if len(strategy) > 1 else []:
+                simpler = copy.deepcopy(doc)
+                del where(simpler)["stages"][index]["rolloutStrategy"][key]
+                yield simpler
+        for key in ("soakOverrides", "soak"):
+            if key in stage:
+                simpler = copy.deepcopy(doc)
+                del where(simpler)["stages"][index][key]
+                yield simpler
 
 
 def without_clusters(doc: Doc, names: set[str]) -> Doc:
@@ -94,12 +108,12 @@ def without_clusters(doc: Doc, names: set[str]) -> Doc:
     return out
 
 
-def _without_items(doc: Doc, path: tuple[str, ...], *, keep_first: int) -> Iterator[Doc]:
+def _without_items(doc: Doc, path: tuple[str, ...]) -> Iterator[Doc]:
     holder = doc
     for key in path[:-1]:
         holder = holder.get(key, {})
     items = holder.get(path[-1], [])
-    for indexes in _chunks(list(range(keep_first, len(items)))):
+    for indexes in _chunks(list(range(len(items)))):
         out = copy.deepcopy(doc)
         target = out
         for key in path[:-1]:

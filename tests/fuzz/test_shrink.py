@@ -75,3 +75,27 @@ def test_without_clusters_drops_what_names_them() -> None:
     assert out["sequence"]["stages"][0]["clusterNames"] == ["b"]
     assert out["simulation"] == {"notReady": [], "failures": [{"cluster": "b"}]}
     assert doc["clusters"] == [{"name": "a"}, {"name": "b"}], "the input is left alone"
+
+
+def test_a_sequence_change_in_the_script_shrinks_like_the_first_definition() -> None:
+    """SEQ-7 events carry a whole definition; its extra stages and strategy fields go too."""
+    doc = _planted()
+    doc["events"].append(
+        {
+            "at": "2h",
+            "sequence": {
+                "name": "main",
+                "stages": [
+                    {"name": "s0", "clusterSelector": {"matchLabels": {"env": "s0"}}, "rolloutStrategy": {"maxNew": 3}},
+                    {"name": "s1", "clusterSelector": {"matchLabels": {"env": "s1"}}},
+                ],
+            },
+        }
+    )
+
+    def needs_the_change(candidate: dict[str, Any]) -> bool:
+        return _removes_c003(candidate) and any("sequence" in e for e in candidate["events"])
+
+    small = Shrinker(needs_the_change).shrink(doc)
+    change = next(e for e in small["events"] if "sequence" in e)
+    assert change["sequence"]["stages"] == [{"name": "s0", "clusterSelector": {"matchLabels": {"env": "s0"}}}]
