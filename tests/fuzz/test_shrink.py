@@ -14,7 +14,7 @@ def _removes_c003(doc: dict[str, Any]) -> bool:
     return "c-003" in names and any((e.get("inventory") or {}).get("remove") == "c-003" for e in doc["events"])
 
 
-def _planted(seed: int = 7) -> dict[str, Any]:
+def _planted(seed: int = 3) -> dict[str, Any]:
     doc = generate(seed)
     doc["clusters"][3]["maintenanceWindow"] = {"start": "2015-01-01T00:00:00Z", "duration": "1h"}
     doc["events"].append({"at": "1h", "inventory": {"remove": "c-003"}})
