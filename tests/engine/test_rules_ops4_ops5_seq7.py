@@ -125,9 +125,11 @@ def test_seq_7_removing_or_reordering_a_stage_with_an_active_run_is_refused() ->
     d.release(REL)
     out = d.send(SequenceChange(command_id="s1", sequence=sequence(stage("b"))), at=MIN)
     out += d.send(SequenceChange(command_id="s2", sequence=sequence(stage("b"), stage("a"))), at=MIN)
+    out += d.send(SequenceChange(command_id="s3", sequence=sequence(stage("z"), stage("a"), stage("b"))), at=MIN)
     assert acks(out) == [
         ("s1", False, "stage a has an active run; it cannot be removed"),
         ("s2", False, "stage a has an active run; it cannot be reordered"),
+        ("s3", False, "stage a has an active run; a new stage z cannot be put before it"),
     ]
     assert [s.spec.name for s in d.state.stages] == ["a", "b"]
 

@@ -205,6 +205,7 @@ def _gate_1_wait(waits: list[WaitTuple], partition: PartitionRec, unavailable: i
 def _take(state: EngineState, *, heap: list[str], track: int, version: Version, run: Run, cap: int) -> list[ClusterRec]:
     """The next clusters in name order that can start now (WIN-3: the others give up their turn)."""
     batch: list[ClusterRec] = []
+    taken: set[str] = set()
     while len(batch) < cap:
         cluster = _valid_head(state, heap, track, version)
         if cluster is None:
@@ -212,9 +213,12 @@ def _take(state: EngineState, *, heap: list[str], track: int, version: Version, 
         if cluster.target_run[track] != run.rollout_id:
             break  # another rollout's clusters on the same version get their own batch
         heapq.heappop(heap)
+        if cluster.name in taken:
+            continue  # a second queue entry for the same cluster (queued again after a retarget)
         if not _can_start(state, cluster, track, version):
             continue
         batch.append(cluster)
+        taken.add(cluster.name)
     return batch
 
 

@@ -106,8 +106,9 @@ def _failed(state: EngineState, cluster: ClusterRec, track: int, error: str, run
                 StageReason.FAILURE_BUDGET,
                 detail=f"{run.failures} failed, maxFailures resolves to {limit} (GATE-6)",
             )
-    if cluster.target[track] is None:
-        retarget(state, cluster)
+    # VER-6: evaluated again after every upgrade, failed ones included, so the target is what a
+    # planner restarted from its snapshot would compute too (BUS-6)
+    retarget(state, cluster)
 
 
 def _wake_other_track(state: EngineState, cluster: ClusterRec, track: int) -> None:

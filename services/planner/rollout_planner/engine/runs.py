@@ -63,7 +63,8 @@ def transition(state: EngineState, run: Run, new: StageState, reason: StageReaso
     version = run.qualified if new in (S.SOAKING, S.FORCED_SOAKING, S.COMPLETE) else None
     if version is None:
         version = min(run.working) if run.working else run.offered
-    text = _REASONS.get(reason, reason.value) + (f": {detail}" if detail else "")
+    said = "cancelled by an operator" if new is S.CANCELLED and reason is StageReason.USER else None
+    text = (said or _REASONS.get(reason, reason.value)) + (f": {detail}" if detail else "")
     until = run.soak_end if new in (S.SOAKING, S.FORCED_SOAKING) else None
     state.emit(
         StageTransition(

@@ -7,20 +7,11 @@ import heapq
 from rollout_common.commands import CommandAck, Notice
 from rollout_common.events import SequenceChange
 from rollout_common.sequence import Sequence
-from rollout_common.status import StageState
 from rollout_planner.engine.errors import EngineInvariantError
 from rollout_planner.engine.inventory import rebuild_stage
 from rollout_planner.engine.model import NO_PAIR, TRACK_INDEXES, EngineState, StageRec, Timer, put
 from rollout_planner.engine.partitioning import assign_stages
 from rollout_planner.engine.tally import recount_departed
-
-_RUNNING = (
-    StageState.PENDING,
-    StageState.IN_PROGRESS,
-    StageState.PAUSED,
-    StageState.SOAKING,
-    StageState.FORCED_SOAKING,
-)
 
 
 def apply_sequence_change(state: EngineState, event: SequenceChange) -> None:
@@ -36,25 +27,36 @@ def apply_sequence_change(state: EngineState, event: SequenceChange) -> None:
 
 
 def _active(stage: StageRec) -> bool:
-    """A run still moving here, or an upgrade it handed out still in flight."""
-    return bool(stage.handed) or any(r.state in _RUNNING for t in TRACK_INDEXES for r in stage.runs[t].values())
+    """A run not ended here (STUCK included: it starts again when the inventory changes, SOAK-4b),
+    one still handing out after its forced soak, or an upgrade handed out and still in flight."""
+    return bool(stage.handed) or any(
+        not r.terminal or r.dispatchable for t in TRACK_INDEXES for r in stage.runs[t].values()
+    )
 
 
 def _refusal(state: EngineState, new: Sequence) -> str | None:
+    """Why the change cannot apply now, or None. A stage with an active run keeps its place: every
+    stage before it stays before it, in the same order, and none is put in front of it (its
+    versions come from its upstream stage, VER-2)."""
     if new.name != state.sequence.name:
         return f"the sequence is {state.sequence.name}; a change cannot rename it to {new.name}"
     new_names = [s.name for s in new.stages]
     old_names = [s.spec.name for s in state.stages]
-    kept_old = [n for n in old_names if n in new_names]
-    kept_new = [n for n in new_names if n in old_names]
     for stage in state.stages:
         name = stage.spec.name
         if not _active(stage):
             continue
         if name not in new_names:
             return f"stage {name} has an active run; it cannot be removed"
-        if kept_old[: kept_old.index(name)] != kept_new[: kept_new.index(name)]:
+        old_before = old_names[: old_names.index(name)]
+        new_before = new_names[: new_names.index(name)]
+        if any(n in old_names and n not in old_before for n in new_before) or [
+            n for n in old_before if n in new_before
+        ] != [n for n in new_before if n in old_names]:
             return f"stage {name} has an active run; it cannot be reordered"
+        inserted = [n for n in new_before if n not in old_names]
+        if inserted:
+            return f"stage {name} has an active run; a new stage {inserted[0]} cannot be put before it"
     return None
 
 
@@ -97,7 +99,7 @@ def _replace(state: EngineState, new: Sequence) -> None:
         rebuild_stage(state, stage, grouped.get(stage.index, []))
     for stage in stages:
         recount_departed(state, stage)  # once every cluster is placed again
-    state.dirty.update(range(len(stages)))
+    state.dirty = set(range(len(stages)))  # indexes of the old definition mean nothing now
 
 
 def _remap_timers(state: EngineState, moved: dict[int, int]) -> None:
