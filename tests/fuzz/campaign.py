@@ -21,11 +21,11 @@ from typing import Any
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
-from oracle import problems, signature
-from scenario_gen import generate, twin_point
-from shrink import Shrinker
+from oracle import problems, signature  # noqa: E402
+from scenario_gen import generate, twin_point  # noqa: E402
+from shrink import Shrinker  # noqa: E402
 
 
 def same_failure(kind: str, *, twin_at: int) -> Any:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import importlib.util
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import shared_checker
 
 from rollout_common.commands import Command, WaitChanged
 from rollout_common.events import Event, EventBatch
@@ -35,20 +35,11 @@ from rollout_planner.simulation.runner import Simulator
 from rollout_planner.simulation.scenario import Scenario
 
 RULE = re.compile(r"[A-Z]+-\d+[a-z]?")  # a SPEC rule ID, kept in a signature
-CHECK_PY = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "check.py"
 
 
-def load_checker(path: Path = CHECK_PY) -> ModuleType:
-    """The shared conformance checker as a module (it is a script beside the repository, not a package)."""
-    name = "shared_conformance_check"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise FileNotFoundError(f"the shared conformance checker is missing: {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+def load_checker() -> ModuleType:
+    """The shared checker, in a copy of its own whose window evaluation is `_AnchoredRrule`."""
+    module = shared_checker.load_checker(name="fuzz_conformance_check")
     module.rrule = _AnchoredRrule
     return module
 
