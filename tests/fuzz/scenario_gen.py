@@ -168,9 +168,19 @@ def sequence(rng: Rng, stages: int, clusters: list[Doc]) -> Doc:
     return {"name": "main", "channel": "regular", "stages": [stage(rng, i, clusters) for i in range(stages)]}
 
 
-def release(rng: Rng, minors: set[int]) -> Doc:
-    chosen = sorted(rng.sample(sorted(minors), rng.randint(1, len(minors))))
-    return {"channel": "regular", "targets": {f"1.{m}": newer(rng, m + rng.randint(0, 1)) for m in chosen}}
+def offered(rng: Rng, minor: int, ctx: Doc) -> str:
+    """A version no release or start of the scenario offered before: the report names a batch by
+    its version only, so a version two releases share would leave its release unknown."""
+    while (text := newer(rng, minor)) in ctx["offered"]:
+        pass
+    ctx["offered"].add(text)
+    return text
+
+
+def release(rng: Rng, ctx: Doc) -> Doc:
+    minors = sorted(ctx["minors"])
+    chosen = sorted(rng.sample(minors, rng.randint(1, len(minors))))
+    return {"channel": "regular", "targets": {f"1.{m}": offered(rng, m + rng.randint(0, 1), ctx) for m in chosen}}
 
 
 def script_event(rng: Rng, kind: str, ctx: Doc) -> Doc | None:
@@ -179,7 +189,7 @@ def script_event(rng: Rng, kind: str, ctx: Doc) -> Doc | None:
     names = [c["name"] for c in clusters]
     stages: int = ctx["stages"]
     if kind == "release":
-        spec = release(rng, ctx["minors"])
+        spec = release(rng, ctx)
         if rng.random() < 0.5:
             spec["id"] = f"rel-{len(ctx['releases'])}"
         ctx["releases"].append(spec)
@@ -189,7 +199,8 @@ def script_event(rng: Rng, kind: str, ctx: Doc) -> Doc | None:
         return {"releaseTarget": copy.deepcopy(rng.choice(delivered))} if delivered else None
     if kind == "start_rollout":
         tracks = rng.choice((["controlPlane"], ["nodes"], ["controlPlane", "nodes"]))
-        return {"startRollout": {"version": newer(rng, rng.choice(sorted(ctx["minors"])) + 1), "tracks": tracks}}
+        version = offered(rng, rng.choice(sorted(ctx["minors"])) + 1, ctx)
+        return {"startRollout": {"version": version, "tracks": tracks}}
     if kind in ("pause", "resume", "cancel"):
         return {"command": {kind: {}}}
     if kind in ("soak_override", "soak_override_removed"):
@@ -257,6 +268,7 @@ def generate(seed: int, *, kinds: tuple[str, ...] = EVENT_KINDS) -> Doc:
     minors = {int(c["version"].split(".")[1]) for c in clusters}
     until = rng.choice((2, 5, 10, 20)) * 86400
     ctx: Doc = {"clusters": list(clusters), "stages": stages, "minors": minors, "releases": [], "added": 0}
+    ctx["offered"] = set()
     events: list[Doc] = [{"at": 0, "releaseTarget": _first_release(rng, ctx)}]
     for _ in range(rng.randint(0, 8)):
         entry = script_event(rng, rng.choice(kinds), ctx)
@@ -288,7 +300,7 @@ def generate(seed: int, *, kinds: tuple[str, ...] = EVENT_KINDS) -> Doc:
 
 
 def _first_release(rng: Rng, ctx: Doc) -> Doc:
-    spec = release(rng, ctx["minors"])
+    spec = release(rng, ctx)
     ctx["releases"].append(spec)
     return spec
 
