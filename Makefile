@@ -82,3 +82,10 @@ SOAK_SECONDS ?= 600
 .PHONY: soak
 soak: venv infra-fetch  ## the readiness soak at 100,000 clusters for SOAK_SECONDS (CI runs 60 s)
 	ROLLOUT_SOAK_SECONDS=$(SOAK_SECONDS) ROLLOUT_SOAK_REPORT=soak-report.json $(BIN)/pytest -q -s tests/load
+
+## generated scenarios through the audit, a restarted twin and the shared checker; each failing
+## seed is shrunk to a scenario under build/fuzz/ (the fixed first 300 seeds run in `make test`)
+SEEDS ?= 1000
+.PHONY: fuzz
+fuzz: venv
+	$(PY) tests/fuzz/campaign.py --seeds $(SEEDS)

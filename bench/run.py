@@ -28,6 +28,10 @@ from bench.charts import save_chart
 from bench.engine_cost import measure_baseline, measure_engine
 from bench.kafka_report import KAFKA_FULL, KAFKA_QUICK
 from bench.whole_rollout import measure_rollout
+from bench.window_cost import as_json as windows_json
+from bench.window_cost import measure_windows
+from bench.window_cost import page_lines as window_lines
+from bench.window_cost import verdict as window_verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_EVENTS_PER_S = 100_000
@@ -44,6 +48,7 @@ class Plan:
     baseline_budget_s: dict[int, float]
     rollouts: list[tuple[int, int]]  # (clusters, stages)
     isolate: bool
+    window_clusters: int = 0  # the fleet of the old-window benchmark; 0 skips it
 
 
 FULL = Plan(
@@ -53,6 +58,7 @@ FULL = Plan(
     baseline_budget_s={1_000: 5, 10_000: 10, 100_000: 15, 1_000_000: 20},
     rollouts=[(1_000, 5), (100_000, 5), (100_000, 3)],
     isolate=True,
+    window_clusters=1_000,
 )
 QUICK = Plan(
     engine_sizes=[200, 1_000],
@@ -61,6 +67,7 @@ QUICK = Plan(
     baseline_budget_s={200: 0.3, 1_000: 0.3},
     rollouts=[(200, 5), (1_000, 5), (1_000, 3)],
     isolate=False,
+    window_clusters=100,
 )
 
 
@@ -134,6 +141,9 @@ def collect(
         print(f"whole rollout: {clusters} clusters, {stages} stages ...", file=log, flush=True)
         rollouts.append(rollout_run(clusters, stages, plan))
     out: dict[str, Any] = {"engine": engine, "rollouts": rollouts}
+    if plan.window_clusters:
+        print(f"windows from years back: {plan.window_clusters} clusters ...", file=log, flush=True)
+        out["windows"] = windows_json(measure_windows(plan.window_clusters))
     if kafka is not None:
         from bench.kafka_common import infrastructure
 
@@ -290,6 +300,8 @@ def verdicts(data: dict[str, Any]) -> list[Verdict]:
             f"models the state keeps)",
         )
     )
+    if "windows" in data:
+        out.append(Verdict(*window_verdict(data["windows"])))
     if "kafka" in data:
         out += [Verdict(name, met, detail) for name, met, detail in kafka_report.verdicts(data["kafka"])]
     return out
@@ -474,6 +486,7 @@ def page(data: dict[str, Any], images: list[str], quick: bool) -> str:
         "",
         *rollout_table(data["rollouts"]),
         "",
+        *(window_lines(data["windows"]) if "windows" in data else []),
     ]
     if "kafka" in data:
         lines += kafka_report.page_lines(data["kafka"], images)

@@ -24,32 +24,32 @@ SHARES = {5: (0.01, 0.04, 0.15, 0.30, 0.50), 3: (0.05, 0.25, 0.70)}
 
 
 def scenario(clusters: int, stages: int) -> Scenario:
+    return Scenario.model_validate(scenario_doc(clusters, stages))
+
+
+def scenario_doc(clusters: int, stages: int) -> dict[str, Any]:
+    """The scenario as its YAML document would hold it (other benchmarks vary it)."""
     shares = SHARES[stages]
     counts = [max(1, round(clusters * s)) for s in shares[:-1]]
     counts.append(clusters - sum(counts))
     names = [f"s{i + 1}" for i in range(stages)]
-    return Scenario.model_validate(
-        {
-            "name": f"bench-{clusters}-{stages}",
-            "generate": [
-                {"count": n, "name": f"{stage}-{{i:06d}}", "labels": {"stage": stage}, "version": "1.30.5-gke.1000"}
-                for stage, n in zip(names, counts, strict=True)
+    return {
+        "name": f"bench-{clusters}-{stages}",
+        "generate": [
+            {"count": n, "name": f"{stage}-{{i:06d}}", "labels": {"stage": stage}, "version": "1.30.5-gke.1000"}
+            for stage, n in zip(names, counts, strict=True)
+        ],
+        "sequence": {
+            "name": "bench",
+            "channel": "regular",
+            "stages": [
+                {"name": stage, "clusterSelector": {"matchLabels": {"stage": stage}}, "soak": "1d"} for stage in names
             ],
-            "sequence": {
-                "name": "bench",
-                "channel": "regular",
-                "stages": [
-                    {"name": stage, "clusterSelector": {"matchLabels": {"stage": stage}}, "soak": "1d"}
-                    for stage in names
-                ],
-            },
-            "simulation": {"upgradeDuration": {"controlPlane": "10m", "nodes": "30m"}},
-            "events": [
-                {"at": "0s", "releaseTarget": {"channel": "regular", "targets": {"1.30": "1.31.13-gke.1023000"}}}
-            ],
-            "until": "30d",
-        }
-    )
+        },
+        "simulation": {"upgradeDuration": {"controlPlane": "10m", "nodes": "30m"}},
+        "events": [{"at": "0s", "releaseTarget": {"channel": "regular", "targets": {"1.30": "1.31.13-gke.1023000"}}}],
+        "until": "30d",
+    }
 
 
 class TimedSimulator(Simulator):

@@ -12,6 +12,9 @@ if str(ROOT) not in sys.path:
 from bench import run  # noqa: E402
 from bench.engine_cost import measure_baseline, measure_engine  # noqa: E402
 from bench.whole_rollout import measure_rollout  # noqa: E402
+from bench.window_cost import as_json as windows_json  # noqa: E402
+from bench.window_cost import measure_windows  # noqa: E402
+from bench.window_cost import page_lines as window_lines  # noqa: E402
 
 
 def test_engine_cost_figures_are_positive() -> None:
@@ -60,3 +63,14 @@ def test_quick_run_writes_page_and_charts(tmp_path: Path) -> None:
     assert "## Targets" in text and "events/s" in text and "Closing note" in text
     assert (tmp_path / "bench-engine.png").stat().st_size > 0
     assert (tmp_path / "bench-latency.png").stat().st_size > 0
+
+
+def test_window_benchmark_simulates_both_fleets() -> None:
+    """WIN-1 benchmark at a tiny size: both fleets complete and the page's section names the verdict."""
+    result = measure_windows(30, repeats=1)
+    assert result.old.complete and result.recent.complete
+    assert result.old.window_start.startswith("2020-01-01") and result.recent.window_start.startswith("2025-12-31")
+    assert result.old.decisions == result.recent.decisions > 0
+    assert result.old.cpu_s > 0 and result.recent.cpu_s > 0
+    text = "\n".join(window_lines(windows_json(result)))
+    assert "hourly window from 2020-01-01 within 1.5x" in text and ("**met**" in text or "**missed**" in text)

@@ -7,14 +7,12 @@ at most one minor per control-plane upgrade and the health model from the report
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shared_checker import CHECK_PY, load_checker
 
 from rollout_common.commands import Command
 from rollout_common.events import Event
@@ -22,21 +20,10 @@ from rollout_planner.engine.audit import audit
 from rollout_planner.simulation.runner import Simulator
 from rollout_planner.simulation.scenario import Scenario
 
-CHECK_PY = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "check.py"
 UNTIL_DAYS = 100
 SETTLED = {"COMPLETE", "STUCK", "CANCELLED", "PENDING", "PAUSED"}
 
-
-def _load_checker() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("shared_conformance_check", CHECK_PY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-checker = _load_checker() if CHECK_PY.exists() else None
+checker = load_checker() if CHECK_PY.exists() else None
 
 quantity = st.one_of(st.integers(0, 12), st.sampled_from(["0%", "10%", "25%", "50%", "100%"]))
 

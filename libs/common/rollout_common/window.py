@@ -14,6 +14,7 @@ from dateutil import rrule
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rollout_common.duration import parse_duration
+from rollout_common.recurrence import Recurrence
 
 UTC = dt.UTC
 
@@ -66,18 +67,13 @@ class MaintenanceWindow(BaseModel):
         return value
 
     @cached_property
-    def _rule(self) -> rrule.rrule | None:
-        if self.recurrence is None:
-            return None
-        rule = rrule.rrulestr(self.recurrence, dtstart=self.start)
-        assert isinstance(rule, rrule.rrule)
-        return rule
+    def _recurrence(self) -> Recurrence | None:
+        return None if self.recurrence is None else Recurrence(self.recurrence, self.start)
 
     def _occurrence_at_or_before(self, moment: dt.datetime) -> dt.datetime | None:
-        if self._rule is None:
+        if self._recurrence is None:
             return self.start if self.start <= moment else None
-        last: dt.datetime | None = self._rule.before(moment, inc=True)
-        return last
+        return self._recurrence.at_or_before(moment)
 
     def is_open(self, at: float) -> bool:
         moment = from_epoch(at)
@@ -89,9 +85,9 @@ class MaintenanceWindow(BaseModel):
         if self.is_open(at):
             return at
         moment = from_epoch(at)
-        if self._rule is None:
+        if self._recurrence is None:
             return to_epoch(self.start) if self.start > moment else None
-        following: dt.datetime | None = self._rule.after(moment, inc=False)
+        following = self._recurrence.after(moment)
         return None if following is None else to_epoch(following)
 
 
