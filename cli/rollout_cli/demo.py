@@ -108,14 +108,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=int,
         default=None,
         metavar="P",
-        help=f"serve the web dashboard on this port, e.g. --dashboard-port 8091 (default {DASHBOARD_PORT}, or any free port when that one "
-        "is taken; 0 = any free port)",
+        help=f"serve the web dashboard on this port, e.g. --dashboard-port 8091 (default {DASHBOARD_PORT}, or "
+        "any free port when that one is taken; 0 = any free port)",
     )
     demo.add_argument(
         "--dashboard-host",
         default="127.0.0.1",
         metavar="H",
-        help="address the web dashboard binds, e.g. --dashboard-host 0.0.0.0 to share it (default 127.0.0.1, this machine only)",
+        help="address the web dashboard binds, e.g. --dashboard-host 0.0.0.0 to share it (default 127.0.0.1, "
+        "this machine only)",
     )
     demo.add_argument("--no-dashboard", action="store_true", help="no web dashboard")
     demo.add_argument(

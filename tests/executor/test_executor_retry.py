@@ -3,7 +3,6 @@ recorded failure, exactly once per retry; a redelivered command (retry or not) u
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 
 import pytest
