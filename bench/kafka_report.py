@@ -18,9 +18,10 @@ from bench.charts import save_chart
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = Path(__file__).resolve().parent / "figures-before-optimisation.json"
 
-TARGET_PLANNER_RATIO = 0.5
+TARGET_PLANNER_CPU_RATIO = 0.5  # on CPU seconds: what load on a shared machine disturbs least
+TARGET_PLANNER_RATIO = 0.25  # on wall time
 TARGET_LATENCY_RATIO = 3.0
-TARGET_LATENCY_P99_MS = 50.0
+TARGET_LATENCY_P99_MS = 10.0
 TARGET_EFFICIENCY = 0.8
 TARGET_EFFICIENCY_AT = 4
 TARGET_ROLLOUT_S = 180.0
@@ -139,21 +140,25 @@ def collect(plan: KafkaPlan, bootstrap: str, redis_url: str, *, isolate: bool, l
 def verdicts(kafka: dict[str, Any]) -> list[tuple[str, bool, str]]:
     out: list[tuple[str, bool, str]] = []
     p = kafka["planner"]
+    cpu_ratio = p.get("cpu_ratio", float("nan"))
     out.append(
         (
-            f"planner over Kafka >= {TARGET_PLANNER_RATIO:.0%} of a raw consumer's rate",
-            p["ratio"] >= TARGET_PLANNER_RATIO,
+            f"planner over Kafka >= {TARGET_PLANNER_CPU_RATIO:.0%} of a raw consumer's rate on CPU seconds "
+            f"and >= {TARGET_PLANNER_RATIO:.0%} on wall time (poll size {p['poll_max_records']})",
+            cpu_ratio >= TARGET_PLANNER_CPU_RATIO and p["ratio"] >= TARGET_PLANNER_RATIO,
+            f"CPU: {cpu_ratio:.1%} ({p['raw_cpu_s']:.2f} s raw vs {p['planner_cpu_s']:.2f} s planner, "
+            f"{'met' if cpu_ratio >= TARGET_PLANNER_CPU_RATIO else 'missed'}); wall: "
             f"{p['planner_events_per_s']:,.0f} vs {p['raw_events_per_s']:,.0f} readiness events/s = "
-            f"{p['ratio']:.1%} at {p['clusters']:,} clusters (on CPU seconds: "
-            f"{p.get('cpu_ratio', float('nan')):.1%})",
+            f"{p['ratio']:.1%} ({'met' if p['ratio'] >= TARGET_PLANNER_RATIO else 'missed'}), "
+            f"{p['clusters']:,} clusters",
         )
     )
     lat = kafka["latency"]
     pm, rm = lat["planner_ms"], lat["raw_ms"]
     out.append(
         (
-            f"decision latency p99 <= {TARGET_LATENCY_RATIO:g}x raw round trip and < {TARGET_LATENCY_P99_MS:g} ms",
-            lat["ratio_p99"] <= TARGET_LATENCY_RATIO and pm["p99"] < TARGET_LATENCY_P99_MS,
+            f"decision latency p99 <= {TARGET_LATENCY_RATIO:g}x raw round trip and <= {TARGET_LATENCY_P99_MS:g} ms",
+            lat["ratio_p99"] <= TARGET_LATENCY_RATIO and pm["p99"] <= TARGET_LATENCY_P99_MS,
             f"p99 {pm['p99']:.1f} ms vs raw {rm['p99']:.1f} ms = {lat['ratio_p99']:.1f}x "
             f"(p50 {pm['p50']:.1f} vs {rm['p50']:.1f} ms), {lat['trials']:,} trials",
         )
@@ -308,8 +313,9 @@ def page_lines(kafka: dict[str, Any], images: list[str]) -> list[str]:
         "readiness topic first. The planner (the service's `Planner`, `KafkaBus` and `RedisStore`, in the",
         "benchmark's process, after its group join and one warm-up record) then polls, decodes, decides,",
         "journals the batch's events with its checkpoint in one atomic Redis write (since 19f4016 the full",
-        "snapshot is written only every 200 batches or 30 s, the status document at most once a second",
-        "unless a stage or rollout changed), publishes and commits, batch after batch, until all are",
+        "snapshot is written only every 200 batches or 30 s, the status document at most once a second and",
+        "at most 5% of the time unless a stage or rollout changed), publishes and commits, batch after batch,",
+        "until all are",
         "committed (checked against the group's committed offsets). A raw aiokafka consumer then reads the",
         "same records from the beginning, without decoding: the limit. CPU seconds are the process's own.",
         "",
@@ -389,6 +395,11 @@ def page_lines(kafka: dict[str, Any], images: list[str]) -> list[str]:
             if lat.get("until_publish_ms")
             else []
         ),
+        *(
+            [f"| one Redis round trip (PING; the planner makes one per decision) | | {_ms(lat['redis_rtt_ms'])} |"]
+            if lat.get("redis_rtt_ms")
+            else []
+        ),
         "",
         *(
             [
@@ -458,7 +469,7 @@ def limits_lines(kafka: dict[str, Any]) -> list[str]:
     lat = kafka["latency"]
     runs = {r["executors"]: r for r in kafka["executors"]}
     lines: list[str] = []
-    if p["ratio"] < TARGET_PLANNER_RATIO:
+    if p["ratio"] < TARGET_PLANNER_RATIO or p.get("cpu_ratio", 0.0) < TARGET_PLANNER_CPU_RATIO:
         alt = kafka.get("planner_alt")
         cpu = max(p["planner_cpu_s"], 1e-9)
         decode = p.get("in_decode_s", 0.0)
@@ -496,21 +507,25 @@ def limits_lines(kafka: dict[str, Any]) -> list[str]:
             )
         lines += [
             "",
-            "Suggested planner changes (not made here; the planner is not this benchmark's to change):",
+            "Done for this target: one validator per type, built once, and pydantic's JSON parser straight on",
+            "the record's bytes for a binary-mode event that a cheap look shows within the JSON bounds (size,",
+            "depth, no number over 40 characters, no NaN/Infinity); anything else goes the bounded path, which",
+            "words every refusal (measured per record on this machine: the bounded `json` + `model_validate`",
+            "path about 14 µs, `model_validate_json` about 2 µs, orjson + `model_validate` about 2.4 µs, so",
+            "no new dependency). The status document's rebuild is held to 5% of the planner's time; event",
+            "counters are updated once per kind per batch.",
             "",
-            "1. **Cache the validators in `rollout_common.envelope.decode`** (done after this run): it built a",
-            "   pydantic `TypeAdapter(model)` for every record, the largest single entry under `Intake.decode`",
-            "   in the profile in the planner section; it now validates with the model directly and keeps the",
-            "   ce_type map per topic.",
-            "2. **Build the status document from counters, not a fleet walk**: `stage_view` → `track_status` →",
-            "   `_targeted` iterates every member for each track; the throttle (once a second) bounds it, but",
-            "   every stage transition forces one, and at 10k+ clusters each costs tens of ms on the loop.",
-            "3. **Make the full snapshot cheaper, or move it off the loop**: `snapshot._cluster` re-serialises",
-            "   every cluster's frozen inventory `Cluster` through `model_dump` and sorts sets on each dump;",
-            "   `Cluster.model_dump` was 32% of `dump` in this benchmark's profile before 19f4016 (when every",
-            "   batch dumped): cache the serialised spec per cluster. At 10k clusters a dump blocks the loop",
-            "   for 100-250 ms every 30 s.",
-            "4. **Publish the outbox concurrently**: `KafkaBus.publish` awaits `send_and_wait` per message;",
+            "What is left, and why 50% on CPU is out of reach without changing the engine: `decide` alone",
+            f"took {p['in_decide_s']:.2f} s of wall for {p['events']:,} events here, more than the raw consumer's",
+            f"whole {p.get('raw_cpu_s', float('nan')):.2f} s of CPU; one engine call per readiness event",
+            "(10-20 µs at any fleet size, see the engine section) is already several raw reads.",
+            "",
+            "Further changes (not made here):",
+            "",
+            "1. **Build the status document from counters, not a fleet walk**: `stage_view` → `track_status` →",
+            "   `_targeted` iterates every member for each track; every stage transition forces one.",
+            "2. **Make the full snapshot cheaper, or move it off the loop** (engine memory work, another branch).",
+            "3. **Publish the outbox concurrently**: `KafkaBus.publish` awaits `send_and_wait` per message;",
             "   `send` every message, then await them together (same order per partition, idempotent producer).",
         ]
         if alt and alt["planner_events_per_s"] > 1.1 * p["planner_events_per_s"]:
@@ -520,7 +535,7 @@ def limits_lines(kafka: dict[str, Any]) -> list[str]:
             ]
         lines.append("")
     pm, rm = lat["planner_ms"], lat["raw_ms"]
-    if not (lat["ratio_p99"] <= TARGET_LATENCY_RATIO and pm["p99"] < TARGET_LATENCY_P99_MS):
+    if not (lat["ratio_p99"] <= TARGET_LATENCY_RATIO and pm["p99"] <= TARGET_LATENCY_P99_MS):
         lines += [
             "### Decision latency",
             "",

@@ -5,6 +5,7 @@ They start real service processes and so take tens of seconds together; marked `
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import decision_latency, executor_scaling, kafka_planner, run, services_rollout  # noqa: E402
+from bench import decision_latency, executor_scaling, kafka_planner, run, services_rollout, splice  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -32,6 +33,7 @@ def test_decision_latency_pairs_each_trial_with_a_raw_round_trip(kafka_bootstrap
     assert result.trials == 3 and len(result.samples_ms) == len(result.raw_samples_ms) == 3
     assert result.planner_ms["p99"] >= result.planner_ms["p50"] > 0
     assert result.raw_ms["p50"] > 0
+    assert result.redis_rtt_ms["p50"] > 0  # the breakdown's Redis round trip, measured in the same run
 
 
 def test_executor_scaling_upgrades_everything(kafka_bootstrap: str, redis_url: str) -> None:
@@ -71,7 +73,8 @@ def test_quick_run_with_kafka_writes_its_sections(tmp_path: Path, kafka_bootstra
     originals = (run.QUICK, run.KAFKA_QUICK)
     run.QUICK, run.KAFKA_QUICK = tiny, tiny_kafka
     try:
-        run.main(["--quick", "--output", str(page), "--kafka-bootstrap", kafka_bootstrap, "--redis-url", redis_url])
+        infra = ["--kafka-bootstrap", kafka_bootstrap, "--redis-url", redis_url]
+        run.main(["--quick", "--output", str(page), "--json", str(tmp_path / "figures.json"), *infra])
     finally:
         run.QUICK, run.KAFKA_QUICK = originals
     text = page.read_text()
@@ -79,3 +82,10 @@ def test_quick_run_with_kafka_writes_its_sections(tmp_path: Path, kafka_bootstra
         assert heading in text
     assert (tmp_path / "bench-executors.png").stat().st_size > 0
     assert (tmp_path / "bench-latency-kafka.png").stat().st_size > 0
+    # Re-rendering only the planner and latency sections (bench.splice) gives the same sections.
+    kafka = json.loads((tmp_path / "figures.json").read_text())["kafka"]
+    stale = text.replace("| planner over Kafka >=", "| planner over Kafka (stale) >=")
+    spliced = splice.splice(stale, kafka)
+    assert spliced.count("## Planner over Kafka: readiness events per second") == 1
+    assert "(stale)" in stale and "(stale)" not in spliced
+    assert spliced.split("## Executor scaling")[1] == text.split("## Executor scaling")[1]
