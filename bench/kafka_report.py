@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,8 @@ class KafkaPlan:
     per_executor: int
     rollout_clusters: list[int]
     rollout_timeout_s: float
+    health_workers: list[int] = field(default_factory=list)
+    health_per_worker: int = 0
 
 
 KAFKA_FULL = KafkaPlan(
@@ -50,6 +52,8 @@ KAFKA_FULL = KafkaPlan(
     per_executor=250,
     rollout_clusters=[10_000],
     rollout_timeout_s=240.0,
+    health_workers=[1, 2, 4],
+    health_per_worker=2_000,
 )
 KAFKA_QUICK = KafkaPlan(
     planner_clusters=200,
@@ -61,6 +65,8 @@ KAFKA_QUICK = KafkaPlan(
     per_executor=10,
     rollout_clusters=[60],
     rollout_timeout_s=60.0,
+    health_workers=[1, 2],
+    health_per_worker=20,
 )
 
 
@@ -118,6 +124,16 @@ def collect(plan: KafkaPlan, bootstrap: str, redis_url: str, *, isolate: bool, l
 
         runs = executor_scaling.measure(plan.executors, plan.per_executor, bootstrap=bootstrap, redis_url=redis_url)
         out["executors"] = [asdict(r) for r in runs]
+    if plan.health_workers:
+        print(f"health monitor scaling: {plan.health_workers} workers ...", file=log, flush=True)
+        if isolate:
+            args = ["--workers", *map(str, plan.health_workers), "--per-worker", str(plan.health_per_worker), *infra]
+            out["health"] = _subprocess_json("bench.health_scaling", args)
+        else:
+            from bench import health_scaling
+
+            runs = health_scaling.measure(plan.health_workers, plan.health_per_worker, bootstrap=bootstrap)
+            out["health"] = [asdict(r) for r in runs]
     out["rollouts"] = []
     for clusters in plan.rollout_clusters:
         print(f"whole rollout through the services: {clusters} clusters ...", file=log, flush=True)
@@ -171,6 +187,19 @@ def verdicts(kafka: dict[str, Any]) -> list[tuple[str, bool, str]]:
                 f"executor scaling efficiency >= {TARGET_EFFICIENCY:g} at {TARGET_EFFICIENCY_AT} processes",
                 eff >= TARGET_EFFICIENCY,
                 ", ".join(f"{n}: {r['upgrades_per_s']:.1f}/s ({r['efficiency']:.2f})" for n, r in sorted(runs.items())),
+            )
+        )
+    health = {r["workers"]: r for r in kafka.get("health", [])}
+    if TARGET_EFFICIENCY_AT in health:
+        eff = health[TARGET_EFFICIENCY_AT]["efficiency"]
+        out.append(
+            (
+                f"health monitor scaling efficiency >= {TARGET_EFFICIENCY:g} at {TARGET_EFFICIENCY_AT} workers",
+                eff >= TARGET_EFFICIENCY,
+                ", ".join(
+                    f"{n}: {r['readiness_per_s']:,.0f}/s ({r['efficiency']:.2f})" for n, r in sorted(health.items())
+                )
+                + f"; {next(iter(health.values()))['partitions']} heartbeat partitions",
             )
         )
     for r in kafka["rollouts"]:
@@ -438,6 +467,7 @@ def page_lines(kafka: dict[str, Any], images: list[str]) -> list[str]:
             f"{r['cpu_per_upgrade_ms']:.1f} | {r['load']} |"
         )
     lines += ["", *executor_limits({r["executors"]: r for r in kafka["executors"]})]
+    lines += health_lines(kafka.get("health", []))
     lines += [
         "",
         "## Whole rollout through the real services",
@@ -460,6 +490,48 @@ def page_lines(kafka: dict[str, Any], images: list[str]) -> list[str]:
             f"{cpu} | {r['upgrades']:,} | {r['batches']:,} | {'yes' if r['complete'] else 'NO'} | {r['load']} |"
         )
     lines.append("")
+    return lines
+
+
+HEALTH_TITLE = "## Health monitor scaling: heartbeats into readiness"
+
+
+def health_lines(runs: list[dict[str, Any]]) -> list[str]:
+    if not runs:
+        return []
+    partitions = runs[0]["partitions"]
+    lines = [
+        "",
+        HEALTH_TITLE,
+        "",
+        "N `python -m rollout_health monitor` workers (faust, agent concurrency 1) in one group on the",
+        f"heartbeats topic, which has **{partitions} partitions** (`HEARTBEATS` in",
+        "`libs/common/rollout_common/topics/catalog.py`): a partition is read by one worker, so more than",
+        f"{partitions} workers would idle. Once the group is stable, N x the per-worker count of first",
+        "heartbeats (one per cluster, each becoming one `Readiness`) are produced; the rate counts until an",
+        "independent consumer of the readiness topic has seen them all. Efficiency = rate(N) / (N x",
+        "rate(1)). CPU seconds are the workers' (supervisor and worker processes, from /proc).",
+        "",
+        "| workers | heartbeats | wall s | readiness/s | efficiency | workers' CPU s | CPU ms/heartbeat | "
+        "group join s | load |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in sorted(runs, key=lambda x: x["workers"]):
+        lines.append(
+            f"| {r['workers']} | {r['heartbeats']:,} | {r['wall_s']:.2f} | {r['readiness_per_s']:,.0f} | "
+            f"{r['efficiency']:.2f} | {r['workers_cpu_s']:.2f} | {r['cpu_per_heartbeat_ms']:.2f} | "
+            f"{r['group_stable_s']:.1f} | {r['load']} |"
+        )
+    lines += [
+        "",
+        f"Raising the partition count: for a new deployment, change `partitions={partitions}` of `HEARTBEATS`",
+        "(the monitor's table and its changelog take the same count, and rows are placed by the same key",
+        "hash as the heartbeats). Topics that exist are kept as they are, so on a running system: stop every",
+        "monitor worker, add partitions to the heartbeats topic (`kafka-topics.sh --alter --partitions N`),",
+        "delete the table's changelog topic (`<prefix>rollout-health-cluster-health-changelog`), and start",
+        "workers built with the new count. The rows are learnt again from the next heartbeats; a cluster",
+        "silent since before the change has no row, so it is marked stale only once it reports again.",
+    ]
     return lines
 
 
@@ -565,6 +637,22 @@ def limits_lines(kafka: dict[str, Any]) -> list[str]:
             "  Python process waiting to be scheduled shows up directly in p99 of both paths.",
             "- The same changes as above shorten it (2 and 3 most for the tail, as their cost grows with the",
             "  fleet).",
+            "",
+        ]
+    health = {r["workers"]: r for r in kafka.get("health", [])}
+    if TARGET_EFFICIENCY_AT in health and health[TARGET_EFFICIENCY_AT]["efficiency"] < TARGET_EFFICIENCY:
+        top = health[TARGET_EFFICIENCY_AT]
+        wall = max(top["wall_s"], 1e-9)
+        lines += [
+            "### Health monitor scaling",
+            "",
+            f"- At {TARGET_EFFICIENCY_AT} workers the workers used {top['workers_cpu_s']:.2f} CPU s in {wall:.2f} s "
+            f"({top['workers_cpu_s'] / wall:.2f} cores; {top['cpu_per_heartbeat_ms']:.2f} ms per heartbeat): the",
+            "  monitor is CPU-bound (decode, a table row, a readiness encoded and produced, the changelog",
+            "  write), so on this 2-core machine, shared with the broker, the benchmark and other work, 4",
+            "  workers cannot run 4 times as fast as one: 2 cores cap the efficiency at 4 workers near 0.5",
+            "  before any other load. The figure needs 4 free cores to be judged; the partition count (4)",
+            "  does not limit it at 4 workers.",
             "",
         ]
     if TARGET_EFFICIENCY_AT in runs and runs[TARGET_EFFICIENCY_AT]["efficiency"] < TARGET_EFFICIENCY:

@@ -7,7 +7,9 @@ notes rendered by the same code as `bench.run` (`bench.kafka_report`) and put in
     python -m bench.kafka_planner --json > planner.json
     python -m bench.kafka_planner --max-records 5000 --json > planner-alt.json
     python -m bench.decision_latency --trials 1000 --json > latency.json
-    python -m bench.splice --planner planner.json --planner-alt planner-alt.json --latency latency.json
+    python -m bench.health_scaling --workers 1 2 4 --json > health.json
+    python -m bench.splice --planner planner.json --planner-alt planner-alt.json --latency latency.json \
+        --health health.json
 
 Sections are found by their `## ` / `### ` titles; the run's date and load go beside them.
 """
@@ -27,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PLANNER_TITLE = "## Planner over Kafka: readiness events per second"
 LATENCY_TITLE = "## Decision latency: readiness in, stage-advance out"
 NEXT_TITLE = "## Executor scaling"
+ROLLOUT_TITLE = "## Whole rollout through the real services"
 
 
 def _between(lines: list[str], start: str, end_prefix: str) -> tuple[int, int]:
@@ -55,17 +58,32 @@ def splice(page: str, kafka: dict[str, Any]) -> str:
     new_sections = fresh[start:end]
     first, last = _between(lines, PLANNER_TITLE, NEXT_TITLE)
     lines[first:last] = new_sections
-    # target rows: the planner's and the latency's, by their wording
+    if kafka.get("health"):
+        health = kafka_report.health_lines(kafka["health"])
+        if kafka_report.HEALTH_TITLE in lines:
+            first, last = _between(lines, kafka_report.HEALTH_TITLE, "## ")
+            lines[first - 1 : last] = health
+        else:
+            anchor = lines.index(ROLLOUT_TITLE) - 1
+            lines[anchor:anchor] = health
+    # target rows by their wording: replaced, or added after the latency row
     rows = {
-        name.split(" >=")[0].split(" p99")[0]: (name, met, detail) for name, met, detail in kafka_report.verdicts(kafka)
+        name.split(" >=")[0].split(" p99")[0]: f"| {name} | {'**met**' if met else '**missed**'} | {detail} |"
+        for name, met, detail in kafka_report.verdicts(kafka)
     }
+    placed = set()
     for i, line in enumerate(lines):
-        for prefix, (name, met, detail) in rows.items():
+        for prefix, row in rows.items():
             if line.startswith(f"| {prefix}"):
-                lines[i] = f"| {name} | {'**met**' if met else '**missed**'} | {detail} |"
+                lines[i] = row
+                placed.add(prefix)
+    missing = [row for prefix, row in rows.items() if prefix not in placed]
+    if missing:
+        after = next(i for i, line in enumerate(lines) if line.startswith("| decision latency"))
+        lines[after + 1 : after + 1] = missing
     # missed-target notes: replaced, dropped when now met
     notes = kafka_report.limits_lines(kafka)
-    for title in ("### Planner over Kafka", "### Decision latency"):
+    for title in ("### Planner over Kafka", "### Decision latency", "### Health monitor scaling"):
         block = _limit_block(lines, title)
         fresh_block = _limit_block(notes, title)
         replacement = notes[fresh_block[0] : fresh_block[1]] if fresh_block else []
@@ -82,6 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--planner", type=Path, required=True, help="bench.kafka_planner --json output")
     parser.add_argument("--planner-alt", type=Path, default=None, help="the same with larger polls")
     parser.add_argument("--latency", type=Path, required=True, help="bench.decision_latency --json output")
+    parser.add_argument("--health", type=Path, default=None, help="bench.health_scaling --json output")
     parser.add_argument("--page", type=Path, default=ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--infrastructure", default="given")
     args = parser.parse_args(argv)
@@ -93,6 +112,8 @@ def main(argv: list[str] | None = None) -> None:
         "infrastructure": args.infrastructure,
         "run": f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, load {load_average()} when rendered",
     }
+    if args.health is not None:
+        kafka["health"] = json.loads(args.health.read_text().strip().splitlines()[-1])
     if args.planner_alt is not None:
         kafka["planner_alt"] = json.loads(args.planner_alt.read_text().strip().splitlines()[-1])
     images = kafka_report.charts(kafka, args.page.parent)

@@ -15,7 +15,15 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import decision_latency, executor_scaling, kafka_planner, run, services_rollout, splice  # noqa: E402
+from bench import (  # noqa: E402
+    decision_latency,
+    executor_scaling,
+    health_scaling,
+    kafka_planner,
+    run,
+    services_rollout,
+    splice,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -40,6 +48,13 @@ def test_executor_scaling_upgrades_everything(kafka_bootstrap: str, redis_url: s
     runs = executor_scaling.measure([1, 2], 5, bootstrap=kafka_bootstrap, redis_url=redis_url)
     assert [r.executors for r in runs] == [1, 2]
     assert all(r.upgrades_per_s > 0 for r in runs)
+    assert runs[0].efficiency == pytest.approx(1.0)
+
+
+def test_health_scaling_turns_every_heartbeat_into_readiness(kafka_bootstrap: str) -> None:
+    runs = health_scaling.measure([1, 2], 10, bootstrap=kafka_bootstrap)
+    assert [(r.workers, r.heartbeats, r.partitions) for r in runs] == [(1, 10, 4), (2, 20, 4)]
+    assert all(r.readiness_per_s > 0 and r.workers_cpu_s > 0 for r in runs)
     assert runs[0].efficiency == pytest.approx(1.0)
 
 
