@@ -199,6 +199,10 @@ class Planner:
         await self._persist(events, now=now, urgent=_changes_status(commands))
         self._log_commands(commands, batch)
         await self._flush_outbox()
+        # Only after the publish: a full snapshot compacts the journal (tens of ms at 1k clusters,
+        # far more at scale) and the decision is already durable without it, so it must not sit
+        # between an event and the commands it caused.
+        await self._snapshot_if_due()
 
     def _take(self, records: Sequence[Record], outbox: Outbox) -> list[Event]:
         events: list[Event] = []
@@ -333,11 +337,11 @@ class Planner:
         return False
 
     async def _persist(self, events: list[Event], *, now: float, urgent: bool) -> None:
-        """Journal the batch with its checkpoint in one atomic write; snapshot and status when due.
+        """Journal the batch with its checkpoint in one atomic write, with the status document when due.
 
-        The journal entry is small whatever the fleet size; the full snapshot (and the status
-        document, which also walks the fleet) are written only every so often, or at once when
-        a stage or rollout changed state so that `rollout status` is never behind on those.
+        The journal entry is small whatever the fleet size; the status document, which walks the
+        fleet, is written only every so often, or at once when a stage or rollout changed state so
+        that `rollout status` is never behind on those. The full snapshot follows the publish.
         """
         batch = self.checkpoint.batch
         items = {
@@ -355,9 +359,11 @@ class Planner:
         if STATUS_KEY in items:
             self.metrics.observe_status(items[STATUS_KEY])
         self.metrics.last_batch.set(batch)
+
+    async def _snapshot_if_due(self) -> None:
         if (
-            batch - self._snapshot_batch >= self._settings.snapshot_every_batches
-            or wall - self._snapshot_wall >= self._settings.snapshot_interval_s
+            self.checkpoint.batch - self._snapshot_batch >= self._settings.snapshot_every_batches
+            or time.monotonic() - self._snapshot_wall >= self._settings.snapshot_interval_s
         ):
             await self._write_snapshot()
 
