@@ -615,11 +615,20 @@ def limits_lines(kafka: dict[str, Any]) -> list[str]:
             "",
             f"- p99 {pm['p99']:.1f} ms against a raw round trip's {rm['p99']:.1f} ms (p50 {pm['p50']:.1f} vs "
             f"{rm['p50']:.1f} ms). A decision is: the planner's poll returns, decode, `decide`, the journal",
-            "  entry + checkpoint written to Redis (plus the status document when a stage changed or a second",
-            "  passed, and a full snapshot every 200 batches or 30 s), then the outbox published message by",
-            "  message with acks=all; the consumer sees the batch after the first publish. So the path holds",
-            "  a Redis round trip and Python work before the first byte goes out, where the raw path holds one",
-            "  produce; a status or snapshot write landing on a trial's batch makes the tail.",
+            "  entry + checkpoint written to Redis in one round trip (with the status document when a stage",
+            "  changed, or at most once a second and 5% of the time), then the outbox published message by",
+            "  message with acks=all; the full snapshot (every 200 batches or 30 s) now follows the publish,",
+            "  so it no longer lands inside a trial. The path holds a poll wake-up, a Redis round trip and",
+            "  Python work before the first byte goes out, where the raw path holds one produce.",
+            *(
+                [
+                    f"- One Redis round trip measured beside each trial: p50 {lat['redis_rtt_ms']['p50']:.1f} / p99 "
+                    f"{lat['redis_rtt_ms']['p99']:.1f} ms; the planner makes one per decision, plus one more to "
+                    "mark the outbox published (after the batch record is out)."
+                ]
+                if lat.get("redis_rtt_ms")
+                else []
+            ),
             *(
                 [
                     f"- Split of this run: the planner part (readiness produced → batch record created) p50 "
@@ -637,8 +646,10 @@ def limits_lines(kafka: dict[str, Any]) -> list[str]:
             ),
             "- The tail follows the machine's load (see the load averages): with other work on 2 cores a",
             "  Python process waiting to be scheduled shows up directly in p99 of both paths.",
-            "- The same changes as above shorten it (2 and 3 most for the tail, as their cost grows with the",
-            "  fleet).",
+            "- Neither a poll timeout nor linger is in the path: the planner's poll returns as soon as a",
+            "  record arrives (fetch min bytes 1), and its producer sends at once (aiokafka's linger 0).",
+            "- The status document build (see the persist floor above) still lands on a trial now and then;",
+            "  building it from counters (change 1 above) would take it out of the tail.",
             "",
         ]
     health = {r["workers"]: r for r in kafka.get("health", [])}
