@@ -31,7 +31,7 @@ from poison import POISON, poison_reason, poisoned_decide
 from pydantic import BaseModel
 from topic_reader import Message, bodies, read_topic
 
-from rollout_adapters.kafka_bus import KafkaBus
+from rollout_adapters.kafka_bus import KafkaBus, UnreadableRecordError
 from rollout_adapters.redis_store import RedisStore
 from rollout_common import envelope
 from rollout_common.commands import StageAdvance
@@ -680,3 +680,36 @@ async def test_the_monitor_survives_bad_input(kafka_bootstrap: str, topic_prefix
     for name, reason in expected.items():
         assert reason in letters[name], (name, letters[name])
     assert ready == {"kind": "readiness", "cluster": "c9", "ready": True, "reason": "reported ready", "observedAt": now}
+
+
+# -- what no service can read ---------------------------------------------------------------------
+
+
+async def test_a_header_name_that_is_not_utf8_stops_the_poll_with_what_to_do(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    """The known gap of BUS-4: the Kafka client raises while unpacking a batch whose record has a
+    header name that is not UTF-8, on every poll. The bus says so, and how to move past it, instead
+    of an unexplained UnicodeDecodeError."""
+    prefix = topic_prefix + "."
+    topic = prefix + RELEASE_TARGETS.name
+    bus = KafkaBus(kafka_bootstrap, client_id=f"{prefix}reader")
+    await bus.ensure_topics([RELEASE_TARGETS.spec(prefix)])
+    # kcat writes header names as given: bytes, not text
+    kcat = await asyncio.create_subprocess_exec(
+        *[b"kcat", b"-P", b"-b", kafka_bootstrap.encode(), b"-t", topic.encode(), b"-k", b"k", b"-H", b"\xff\xfe=v"],
+        stdin=asyncio.subprocess.PIPE,
+    )
+    await asyncio.wait_for(kcat.communicate(b"{}\n"), 60)
+    assert kcat.returncode == 0
+    consumer = bus.consumer([topic], group=f"{prefix}readers", from_beginning=True)
+    try:
+        with pytest.raises(UnreadableRecordError) as raised:
+            async with asyncio.timeout(60):
+                while True:  # until the fetch that holds it arrives
+                    await consumer.poll(timeout_s=0.5)
+    finally:
+        await consumer.close()
+        await bus.close()
+    assert str(raised.value).startswith(f"a record on {topic} has a header name that is not UTF-8")
+    assert f"move group '{prefix}readers' past it" in str(raised.value)

@@ -174,9 +174,12 @@ async def test_the_planner_accepts_sdk_events_in_both_modes_and_its_progress_rea
         finally:
             await producer.stop()
         wanted = {"started by event rel-binary", "started by event rel-structured"}
-        records = await read_topic(
-            kafka_bootstrap, prefix + PROGRESS.name, until=lambda rs: wanted <= _started(_sdk_events(rs))
-        )
+
+        def _seen(events: list[Any]) -> bool:
+            """Both rollouts started, and the canary batch handed out (progress spreads over partitions)."""
+            return wanted <= _started(events) and any(e.get_type() == "io.rollout.stage_advance.v1" for e in events)
+
+        records = await read_topic(kafka_bootstrap, prefix + PROGRESS.name, until=lambda rs: _seen(_sdk_events(rs)))
     events = _sdk_events(records)
     assert wanted <= _started(events)
     assert all(e.get_source() == "rollout-planner" and e.get_specversion() == "1.0" for e in events)

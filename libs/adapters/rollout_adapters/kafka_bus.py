@@ -395,7 +395,10 @@ class KafkaConsumer:
             raise InvalidInputError("max_records must be >= 1")
         consumer = await self._started()
         with _translated(f"poll {self._topics}"):
-            batches = await consumer.getmany(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+            try:
+                batches = await consumer.getmany(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+            except UnicodeDecodeError as exc:
+                raise UnreadableRecordError(_unreadable(self._topics, self._group)) from exc
         return [_to_record(message) for tp in sorted(batches) for message in batches[tp]]
 
     async def commit(self, records: Sequence[Record]) -> None:
@@ -473,6 +476,21 @@ def _new_topic(spec: TopicSpec, replication_factor: int) -> Any:
     if spec.retention_ms is not None:
         configs["retention.ms"] = str(spec.retention_ms)
     return NewTopic(spec.name, spec.partitions, replication_factor, topic_configs=configs)
+
+
+class UnreadableRecordError(PermanentError):
+    """A record the Kafka client cannot unpack, so it cannot be handed out, dead-lettered or skipped."""
+
+
+def _unreadable(topics: Sequence[str], group: str) -> str:
+    # aiokafka decodes header names while unpacking a fetched batch and raises on every poll of
+    # that partition; no service can see such a record, so the operator has to move past it.
+    return (
+        f"a record on {', '.join(topics)} has a header name that is not UTF-8, which the Kafka client cannot "
+        f"read: find it with `kcat -C -t TOPIC -f '%p %o %h\\n'` and move group {group!r} past it with "
+        "kafka-consumer-groups.sh --reset-offsets --to-offset OFFSET+1 --topic TOPIC:PARTITION "
+        "(docs/security.md, Bad input)"
+    )
 
 
 def _to_record(message: ConsumerRecord[bytes, bytes]) -> Record:

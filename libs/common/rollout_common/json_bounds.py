@@ -20,7 +20,7 @@ from typing import Any
 
 from rollout_common.errors import InvalidInputError
 
-MAX_DEPTH = 32  # our deepest message (a sequence change's selectors) nests 7 deep
+MAX_DEPTH = 32  # our deepest message, a sequence change with partition selectors, nests 11 deep
 MAX_NUMBER_CHARS = 40  # an int64 has 20 characters with its sign, a double's repr at most 24
 MAX_STRING_BYTES = 65_536  # one string literal as written (quotes and escapes included)
 

@@ -114,18 +114,26 @@ class HealthMonitor:
             yield await self.on_record(record)
 
     async def on_record(self, record: Record) -> Readiness | None:
-        """Any failure on one record is that record's dead letter: the agent goes on (BUS-4)."""
+        """Any failure judging one record is that record's dead letter: the agent goes on (BUS-4).
+        Publishing stays outside: a broker failure must not turn a good heartbeat into a dead letter."""
         try:
-            return await self._on_heartbeat(record)
+            cluster, previous, state, readiness = self._judge(record)
         except InvalidInputError as exc:
             await self._dead_letter(record, reason=str(exc))
+            return None
         except Exception as exc:
             log.exception("handling a heartbeat raised; dead-lettered")
             first_line = (str(exc).splitlines() or [""])[0][:500]
             await self._dead_letter(record, reason=f"quarantined: handling raised {type(exc).__name__}: {first_line}")
-        return None
+            return None
+        if readiness is not None:
+            await self._publish(readiness)
+        if state != previous:
+            self.table[cluster] = state.model_dump()
+        return readiness
 
-    async def _on_heartbeat(self, record: Record) -> Readiness | None:
+    def _judge(self, record: Record) -> tuple[str, ClusterHealth | None, ClusterHealth, Readiness | None]:
+        """The heartbeat's cluster, its row before and after, and the readiness to publish if any."""
         _, heartbeat = decode(record.value, record.headers, HEARTBEATS.models)
         assert isinstance(heartbeat, Heartbeat)
         ahead = heartbeat.observed_at - self._clock()
@@ -139,11 +147,7 @@ class HealthMonitor:
         # The observation's time, not the monitor's nor the record's: a replayed or delayed old
         # heartbeat must not look fresh, and the planner orders readiness by it (BUS-7).
         state, readiness = after_heartbeat(previous, heartbeat, seen_at=heartbeat.observed_at)
-        if readiness is not None:
-            await self._publish(readiness)
-        if state != previous:
-            self.table[heartbeat.cluster] = state.model_dump()
-        return readiness
+        return heartbeat.cluster, previous, state, readiness
 
     async def check_staleness(self) -> list[Readiness]:
         now = self._clock()
