@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from rollout_cli.main import main
+from rollout_planner.simulation.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "conformance" / "cases"
@@ -91,7 +92,9 @@ def test_plan_works_on_every_scenario(path: Path, capsys: pytest.CaptureFixture[
     for stage in plan["stages"]:
         for part in stage["partitions"]:
             assert 0 <= part["maxUnavailable"] <= len(part["clusters"])
-    assert set(plan["eligibility"]) and all("controlPlane" in e for e in plan["eligibility"].values())
+    # every cluster of the fleet (none for a fleet-less scenario the generator shrank to)
+    assert len(plan["eligibility"]) == len(load_scenario(path).fleet())
+    assert all("controlPlane" in e for e in plan["eligibility"].values())
 
 
 def test_plan_gate_4_warns_and_shows_stage_times(capsys: pytest.CaptureFixture[str]) -> None:

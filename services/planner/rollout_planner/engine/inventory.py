@@ -8,7 +8,7 @@ from rollout_common.commands import Notice
 from rollout_common.events import InventoryChange
 from rollout_common.fleet import Cluster
 from rollout_planner.engine.lifecycle import revisit_stuck
-from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState, PartitionRec, StageRec, put
+from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState, PartitionRec, StageRec, put, put_count
 from rollout_planner.engine.partitioning import assign_stages, plan_partitions
 from rollout_planner.engine.tally import attach, detach, recount_departed
 from rollout_planner.engine.targets import retarget
@@ -80,6 +80,7 @@ def _drop_targets(stage: StageRec, cluster: ClusterRec) -> None:
             run.remaining -= 1
         cluster.target[track] = None
         cluster.target_run[track] = None
+        cluster.retries = put_count(cluster.retries, track, 0)
         cluster.waiting_until = put(cluster.waiting_until, track, None)
 
 

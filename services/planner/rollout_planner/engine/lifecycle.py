@@ -8,7 +8,7 @@ from rollout_common.version import Version
 from rollout_planner.engine.eligibility import on_offered, would_take
 from rollout_planner.engine.model import CP, MAX_UPGRADE_TIME, NODES, EngineState, Offer, Run, StageRec
 from rollout_planner.engine.runs import transition
-from rollout_planner.engine.targets import retarget
+from rollout_planner.engine.targets import release_failed, retarget
 
 
 def reach_stage(state: EngineState, stage: StageRec, offers: dict[int, Offer]) -> None:
@@ -56,7 +56,9 @@ def withdraw(state: EngineState, stage: StageRec, run: Run, reason: StageReason)
         stage.forced_run[run.track] = None
     if any(state.clusters[n].target_run[run.track] == run.rollout_id for n in stage.members):
         for name in stage.members:
-            retarget(state, state.clusters[name])
+            cluster = state.clusters[name]
+            release_failed(state, cluster, run.rollout_id)
+            retarget(state, cluster)
     state.dirty.add(stage.index)
 
 

@@ -10,7 +10,7 @@ from rollout_planner.engine.lifecycle import complete, soak_seconds, update_roll
 from rollout_planner.engine.model import TRACK_INDEXES, EngineState, RolloutRec, Run, StageRec, put, put_count
 from rollout_planner.engine.runs import transition
 from rollout_planner.engine.tally import refresh
-from rollout_planner.engine.targets import enqueue, retarget
+from rollout_planner.engine.targets import enqueue, release_failed, retarget
 
 
 def apply_command(state: EngineState, command: OperatorCommand) -> None:
@@ -100,7 +100,9 @@ def _cancel(state: EngineState, rollout: RolloutRec) -> None:
     for index in sorted(touched):
         stage = state.stages[index]
         for name in stage.members:
-            retarget(state, state.clusters[name])
+            cluster = state.clusters[name]
+            release_failed(state, cluster, rollout.id)
+            retarget(state, cluster)
         state.dirty.add(index)
 
 
@@ -117,9 +119,12 @@ def _retry(state: EngineState, command: OperatorCommand, rollouts: list[RolloutR
             if cluster.stage != stage.index:
                 continue
             for track in TRACK_INDEXES:
-                if cluster.failed[track] is None or cluster.target_run[track] not in ids:
+                run_id = cluster.target_run[track]
+                if cluster.failed[track] is None or (run_id is not None and run_id not in ids):
                     continue
+                # a failure with no target left (it moved stage meanwhile, SEQ-6a) is retried too
                 cluster.failed = put(cluster.failed, track, None)
+                retarget(state, cluster)  # evaluated again: the newest eligible version (VER-6)
                 cluster.retries = put_count(cluster.retries, track, cluster.retries[track] + 1)
                 refresh(state, cluster)
                 enqueue(state, cluster, track)

@@ -8,7 +8,7 @@ from rollout_common.quantity import resolve
 from rollout_common.status import StageReason, StageState
 from rollout_common.version import Version, parse_version
 from rollout_planner.engine.errors import EngineInvariantError
-from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, Run, put
+from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, Run, put, put_count
 from rollout_planner.engine.runs import transition
 from rollout_planner.engine.tally import located, refresh
 from rollout_planner.engine.targets import enqueue, retarget
@@ -72,6 +72,7 @@ def _succeeded(state: EngineState, cluster: ClusterRec, track: int, version: Ver
     cluster.awaiting_ready = True  # GATE-1: unavailable until reported ready on the new version
     cluster.target[track] = None
     cluster.target_run[track] = None
+    cluster.retries = put_count(cluster.retries, track, 0)  # done: the next target starts afresh
     if target_run is not None:
         cluster.done_by = put(cluster.done_by, track, cluster.done_by[track] | {target_run})
     if run is not None:
@@ -90,6 +91,7 @@ def _failed(state: EngineState, cluster: ClusterRec, track: int, error: str, run
             run.remaining -= 1
         cluster.target[track] = None
         cluster.target_run[track] = None
+        cluster.retries = put_count(cluster.retries, track, 0)
     refresh(state, cluster)
     if run is None:
         return
@@ -106,9 +108,8 @@ def _failed(state: EngineState, cluster: ClusterRec, track: int, error: str, run
                 StageReason.FAILURE_BUDGET,
                 detail=f"{run.failures} failed, maxFailures resolves to {limit} (GATE-6)",
             )
-    # VER-6: evaluated again after every upgrade, failed ones included, so the target is what a
-    # planner restarted from its snapshot would compute too (BUS-6)
-    retarget(state, cluster)
+    if moved:
+        retarget(state, cluster)  # its new stage's view of it (it stays FAILED there, OPS-4)
 
 
 def _wake_other_track(state: EngineState, cluster: ClusterRec, track: int) -> None:

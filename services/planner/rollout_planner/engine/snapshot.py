@@ -85,13 +85,17 @@ def _cluster(c: ClusterRec) -> dict[str, Any]:
         "failed": c.failed,
         "doneBy": [sorted(s) for s in c.done_by],
         "waitingUntil": c.waiting_until,
-        # a running upgrade's target is a decision already made: kept, not recomputed
-        "runningTarget": [[_v(c.target[t]), c.target_run[t]] if c.running[t] is not None else None for t in (0, 1)],
+        # a running or failed upgrade's target is a decision already made: kept, not recomputed
+        "keptTarget": [[_v(c.target[t]), c.target_run[t]] if _kept(c, t) else None for t in (0, 1)],
         "origin": [None if o is None else list(o) for o in c.origin],
         "retries": list(c.retries),
         "observedAt": c.observed_at,
         "finishedAt": c.finished_at,
     }
+
+
+def _kept(c: ClusterRec, track: int) -> bool:
+    return c.running[track] is not None or (c.failed[track] is not None and c.target[track] is not None)
 
 
 def _stage(s: Any) -> dict[str, Any]:
@@ -166,11 +170,18 @@ def load(data: bytes) -> EngineState:
         _load_stage(state, stage, raw)
     for stage in state.stages:
         recount_departed(state, stage)  # once every cluster is placed again
-    # an upgrade in flight counts for the run that handed it out, wherever the cluster is now
+    # an upgrade in flight counts for the run that handed it out, wherever the cluster is now; a
+    # failed one for its stage's run (retargeting passed over both)
     for cluster in [*state.clusters.values(), *state.departed.values()]:
         for track, origin in enumerate(cluster.origin):
-            if origin is not None and cluster.running[track] is not None:
-                run = state.stages[origin[0]].runs[track].get(cluster.target_run[track] or "")
+            if cluster.running[track] is not None and origin is not None:
+                where: int | None = origin[0]
+            elif cluster.failed[track] is not None and cluster.partition is not None:
+                where = cluster.stage
+            else:
+                continue
+            if where is not None:
+                run = state.stages[where].runs[track].get(cluster.target_run[track] or "")
                 if run is not None:
                     run.remaining += 1
     state.out = []
@@ -208,7 +219,7 @@ def _load_cluster(raw: dict[str, Any]) -> ClusterRec:
     record.failed = _pair(raw["failed"])
     record.done_by = (frozenset(raw["doneBy"][0]), frozenset(raw["doneBy"][1]))
     record.waiting_until = _pair(raw["waitingUntil"])
-    for track, kept in enumerate(raw["runningTarget"]):
+    for track, kept in enumerate(raw["keptTarget"]):
         if kept is not None:
             record.target[track] = _pv(kept[0])
             record.target_run[track] = kept[1]

@@ -21,17 +21,18 @@ def retarget(state: EngineState, cluster: ClusterRec) -> None:
 def _retarget_track(state: EngineState, cluster: ClusterRec, track: int) -> None:
     if cluster.running[track] is not None or cluster.stage is None:
         return  # the running upgrade decides; re-evaluated when it reports back
+    if cluster.failed[track] is not None:
+        return  # a failed upgrade keeps its target until an operator retries it (OPS-4)
     stage = state.stages[cluster.stage]
     best = best_target(state, stage, cluster, track)
     new_version, new_run = (None, None) if best is None else best
     if new_version == cluster.target[track] and new_run == cluster.target_run[track]:
         return
     old_run = cluster.target_run[track]
-    if cluster.failed[track] is not None and cluster.target[track] is not None and new_version is not None:
-        # a different target is a new attempt; the failure stays in the log
-        cluster.failed = put(cluster.failed, track, None)
-    if cluster.retries[track]:
-        cluster.retries = put_count(cluster.retries, track, 0)  # retries count per target (OPS-4)
+    if cluster.retries[track] and cluster.target[track] is not None:
+        # retries count per target (OPS-4); a target set afresh (None before) keeps the count, as a
+        # planner restarted from its snapshot recomputes targets from None (BUS-6)
+        cluster.retries = put_count(cluster.retries, track, 0)
     if old_run is not None:
         run = stage.runs[track].get(old_run)
         if run is not None:
@@ -69,3 +70,15 @@ def enqueue(state: EngineState, cluster: ClusterRec, track: int) -> None:
     set_queued(state, cluster, track, True)
     cluster.waiting_until = put(cluster.waiting_until, track, None)
     state.dirty.add(cluster.stage)
+
+
+def release_failed(state: EngineState, cluster: ClusterRec, rollout_id: str) -> None:
+    """A failed upgrade whose run is withdrawn (cancelled, superseded) no longer holds the cluster:
+    the failure stays in the log and the cluster is evaluated again (SOAK-4c, OPS-1)."""
+    released = False
+    for track in TRACK_INDEXES:
+        if cluster.failed[track] is not None and cluster.target_run[track] == rollout_id:
+            cluster.failed = put(cluster.failed, track, None)
+            released = True
+    if released:
+        retarget(state, cluster)

@@ -13,6 +13,7 @@ from rollout_common.events import (
     EventBatch,
     InventoryChange,
     OperatorCommand,
+    Readiness,
     ReleaseTarget,
     SequenceChange,
     StartRollout,
@@ -242,7 +243,12 @@ class Simulator:
             out.append(change)
         if event.inventory is not None:
             if event.inventory.upsert is not None:
+                name = event.inventory.upsert.name
                 out.append(InventoryChange(action="upsert", cluster=event.inventory.upsert))
+                if not self.world.healthy(name, event.at)[0]:
+                    # a cluster (re)joining the inventory starts as ready in the planner; its health
+                    # reporter says at once that it is not (the world reports changes only)
+                    out.append(Readiness(cluster=name, ready=False))
             if event.inventory.remove is not None:
                 out.append(InventoryChange(action="remove", name=event.inventory.remove))
         return out
