@@ -60,6 +60,7 @@ class LatencyResult:
     until_publish_ms: dict[str, float] = field(default_factory=dict)  # readiness produced -> batch record created
     after_publish_ms: dict[str, float] = field(default_factory=dict)  # batch record created -> received
     persist_floor_ms: dict[str, float] = field(default_factory=dict)  # one snapshot + status build, this fleet
+    redis_rtt_ms: dict[str, float] = field(default_factory=dict)  # one Redis round trip (PING), once per trial
     samples_ms: list[float] = field(default_factory=list)
     raw_samples_ms: list[float] = field(default_factory=list)
 
@@ -178,6 +179,7 @@ async def measure_async(bootstrap: str, redis_url: str, trials: int, log_dir: Pa
     planner_s: list[float] = []
     raw_s: list[float] = []
     until_publish_s: list[float] = []
+    redis_s: list[float] = []
     try:
         await producer.start()
         await advances_consumer.start()
@@ -257,6 +259,10 @@ async def measure_async(bootstrap: str, redis_url: str, trials: int, log_dir: Pa
                 planner_s.append(received - start)
                 raw_s.append(raw_elapsed)
                 until_publish_s.append(min(to_publish, received - start))
+                # The planner pays one of these per decision (journal + checkpoint): same conditions.
+                start = time.perf_counter()
+                await client.ping()
+                redis_s.append(time.perf_counter() - start)
     finally:
         services.stop_all()
         await client.aclose()
@@ -277,6 +283,7 @@ async def measure_async(bootstrap: str, redis_url: str, trials: int, log_dir: Pa
         until_publish_ms=_summary(until_publish_s),
         after_publish_ms=after_publish,
         persist_floor_ms=persist_floor_ms(clusters),
+        redis_rtt_ms=_summary(redis_s),
         samples_ms=[round(v * 1000, 3) for v in planner_s],
         raw_samples_ms=[round(v * 1000, 3) for v in raw_s],
     )

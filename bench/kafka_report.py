@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,10 @@ from bench.charts import save_chart
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = Path(__file__).resolve().parent / "figures-before-optimisation.json"
 
-TARGET_PLANNER_RATIO = 0.5
+TARGET_PLANNER_CPU_RATIO = 0.5  # on CPU seconds: what load on a shared machine disturbs least
+TARGET_PLANNER_RATIO = 0.25  # on wall time
 TARGET_LATENCY_RATIO = 3.0
-TARGET_LATENCY_P99_MS = 50.0
+TARGET_LATENCY_P99_MS = 10.0
 TARGET_EFFICIENCY = 0.8
 TARGET_EFFICIENCY_AT = 4
 TARGET_ROLLOUT_S = 180.0
@@ -37,6 +38,8 @@ class KafkaPlan:
     per_executor: int
     rollout_clusters: list[int]
     rollout_timeout_s: float
+    health_workers: list[int] = field(default_factory=list)
+    health_per_worker: int = 0
 
 
 KAFKA_FULL = KafkaPlan(
@@ -49,6 +52,8 @@ KAFKA_FULL = KafkaPlan(
     per_executor=250,
     rollout_clusters=[10_000],
     rollout_timeout_s=240.0,
+    health_workers=[1, 2, 4],
+    health_per_worker=2_000,
 )
 KAFKA_QUICK = KafkaPlan(
     planner_clusters=200,
@@ -60,6 +65,8 @@ KAFKA_QUICK = KafkaPlan(
     per_executor=10,
     rollout_clusters=[60],
     rollout_timeout_s=60.0,
+    health_workers=[1, 2],
+    health_per_worker=20,
 )
 
 
@@ -117,6 +124,16 @@ def collect(plan: KafkaPlan, bootstrap: str, redis_url: str, *, isolate: bool, l
 
         runs = executor_scaling.measure(plan.executors, plan.per_executor, bootstrap=bootstrap, redis_url=redis_url)
         out["executors"] = [asdict(r) for r in runs]
+    if plan.health_workers:
+        print(f"health monitor scaling: {plan.health_workers} workers ...", file=log, flush=True)
+        if isolate:
+            args = ["--workers", *map(str, plan.health_workers), "--per-worker", str(plan.health_per_worker), *infra]
+            out["health"] = _subprocess_json("bench.health_scaling", args)
+        else:
+            from bench import health_scaling
+
+            runs = health_scaling.measure(plan.health_workers, plan.health_per_worker, bootstrap=bootstrap)
+            out["health"] = [asdict(r) for r in runs]
     out["rollouts"] = []
     for clusters in plan.rollout_clusters:
         print(f"whole rollout through the services: {clusters} clusters ...", file=log, flush=True)
@@ -139,21 +156,25 @@ def collect(plan: KafkaPlan, bootstrap: str, redis_url: str, *, isolate: bool, l
 def verdicts(kafka: dict[str, Any]) -> list[tuple[str, bool, str]]:
     out: list[tuple[str, bool, str]] = []
     p = kafka["planner"]
+    cpu_ratio = p.get("cpu_ratio", float("nan"))
     out.append(
         (
-            f"planner over Kafka >= {TARGET_PLANNER_RATIO:.0%} of a raw consumer's rate",
-            p["ratio"] >= TARGET_PLANNER_RATIO,
+            f"planner over Kafka >= {TARGET_PLANNER_CPU_RATIO:.0%} of a raw consumer's rate on CPU seconds "
+            f"and >= {TARGET_PLANNER_RATIO:.0%} on wall time (poll size {p['poll_max_records']})",
+            cpu_ratio >= TARGET_PLANNER_CPU_RATIO and p["ratio"] >= TARGET_PLANNER_RATIO,
+            f"CPU: {cpu_ratio:.1%} ({p['raw_cpu_s']:.2f} s raw vs {p['planner_cpu_s']:.2f} s planner, "
+            f"{'met' if cpu_ratio >= TARGET_PLANNER_CPU_RATIO else 'missed'}); wall: "
             f"{p['planner_events_per_s']:,.0f} vs {p['raw_events_per_s']:,.0f} readiness events/s = "
-            f"{p['ratio']:.1%} at {p['clusters']:,} clusters (on CPU seconds: "
-            f"{p.get('cpu_ratio', float('nan')):.1%})",
+            f"{p['ratio']:.1%} ({'met' if p['ratio'] >= TARGET_PLANNER_RATIO else 'missed'}), "
+            f"{p['clusters']:,} clusters",
         )
     )
     lat = kafka["latency"]
     pm, rm = lat["planner_ms"], lat["raw_ms"]
     out.append(
         (
-            f"decision latency p99 <= {TARGET_LATENCY_RATIO:g}x raw round trip and < {TARGET_LATENCY_P99_MS:g} ms",
-            lat["ratio_p99"] <= TARGET_LATENCY_RATIO and pm["p99"] < TARGET_LATENCY_P99_MS,
+            f"decision latency p99 <= {TARGET_LATENCY_RATIO:g}x raw round trip and <= {TARGET_LATENCY_P99_MS:g} ms",
+            lat["ratio_p99"] <= TARGET_LATENCY_RATIO and pm["p99"] <= TARGET_LATENCY_P99_MS,
             f"p99 {pm['p99']:.1f} ms vs raw {rm['p99']:.1f} ms = {lat['ratio_p99']:.1f}x "
             f"(p50 {pm['p50']:.1f} vs {rm['p50']:.1f} ms), {lat['trials']:,} trials",
         )
@@ -166,6 +187,19 @@ def verdicts(kafka: dict[str, Any]) -> list[tuple[str, bool, str]]:
                 f"executor scaling efficiency >= {TARGET_EFFICIENCY:g} at {TARGET_EFFICIENCY_AT} processes",
                 eff >= TARGET_EFFICIENCY,
                 ", ".join(f"{n}: {r['upgrades_per_s']:.1f}/s ({r['efficiency']:.2f})" for n, r in sorted(runs.items())),
+            )
+        )
+    health = {r["workers"]: r for r in kafka.get("health", [])}
+    if TARGET_EFFICIENCY_AT in health:
+        eff = health[TARGET_EFFICIENCY_AT]["efficiency"]
+        out.append(
+            (
+                f"health monitor scaling efficiency >= {TARGET_EFFICIENCY:g} at {TARGET_EFFICIENCY_AT} workers",
+                eff >= TARGET_EFFICIENCY,
+                ", ".join(
+                    f"{n}: {r['readiness_per_s']:,.0f}/s ({r['efficiency']:.2f})" for n, r in sorted(health.items())
+                )
+                + f"; {next(iter(health.values()))['partitions']} heartbeat partitions",
             )
         )
     for r in kafka["rollouts"]:
@@ -308,8 +342,9 @@ def page_lines(kafka: dict[str, Any], images: list[str]) -> list[str]:
         "readiness topic first. The planner (the service's `Planner`, `KafkaBus` and `RedisStore`, in the",
         "benchmark's process, after its group join and one warm-up record) then polls, decodes, decides,",
         "journals the batch's events with its checkpoint in one atomic Redis write (since 19f4016 the full",
-        "snapshot is written only every 200 batches or 30 s, the status document at most once a second",
-        "unless a stage or rollout changed), publishes and commits, batch after batch, until all are",
+        "snapshot is written only every 200 batches or 30 s, the status document at most once a second and",
+        "at most 5% of the time unless a stage or rollout changed), publishes and commits, batch after batch,",
+        "until all are",
         "committed (checked against the group's committed offsets). A raw aiokafka consumer then reads the",
         "same records from the beginning, without decoding: the limit. CPU seconds are the process's own.",
         "",
@@ -338,11 +373,13 @@ def page_lines(kafka: dict[str, Any], images: list[str]) -> list[str]:
         ("`decide` (the engine)", "in_decide_s"),
         ("per-batch Redis write (`_persist`), all of it", "in_persist_s"),
         (f"… of which status documents (`encode_status`, {p.get('status_writes', '?')} built)", "in_status_s"),
-        (f"… of which full snapshots ({p.get('full_snapshots', '?')} written)", "in_full_snapshot_s"),
+        (f"full snapshots, after the publish ({p.get('full_snapshots', '?')} written)", "in_full_snapshot_s"),
     ):
         if key in p:
             lines.append(f"| {label} | {p[key]:.2f} | {p[key] / p['planner_s']:.0%} |")
-    rest = p["planner_s"] - p.get("in_decode_s", 0) - p["in_decide_s"] - p["in_persist_s"]
+    rest = (
+        p["planner_s"] - p.get("in_decode_s", 0) - p["in_decide_s"] - p["in_persist_s"] - p.get("in_full_snapshot_s", 0)
+    )
     lines += [
         f"| the rest: polls, publishes, commits, and waiting for a core | {rest:.2f} | {rest / p['planner_s']:.0%} |",
         "",
@@ -357,7 +394,7 @@ def page_lines(kafka: dict[str, Any], images: list[str]) -> list[str]:
             "(a second, profiled run; top of the tree):",
             "",
             "```text",
-            p["profile_text"],
+            "\n".join(line for line in p["profile_text"].splitlines() if not line.startswith("Profile at ")),
             "```",
             "",
         ]
@@ -387,6 +424,11 @@ def page_lines(kafka: dict[str, Any], images: list[str]) -> list[str]:
                 f"| … delivery part: batch record created → received | | {_ms(lat['after_publish_ms'])} |",
             ]
             if lat.get("until_publish_ms")
+            else []
+        ),
+        *(
+            [f"| one Redis round trip (PING; the planner makes one per decision) | | {_ms(lat['redis_rtt_ms'])} |"]
+            if lat.get("redis_rtt_ms")
             else []
         ),
         "",
@@ -427,6 +469,7 @@ def page_lines(kafka: dict[str, Any], images: list[str]) -> list[str]:
             f"{r['cpu_per_upgrade_ms']:.1f} | {r['load']} |"
         )
     lines += ["", *executor_limits({r["executors"]: r for r in kafka["executors"]})]
+    lines += health_lines(kafka.get("health", []))
     lines += [
         "",
         "## Whole rollout through the real services",
@@ -452,13 +495,55 @@ def page_lines(kafka: dict[str, Any], images: list[str]) -> list[str]:
     return lines
 
 
+HEALTH_TITLE = "## Health monitor scaling: heartbeats into readiness"
+
+
+def health_lines(runs: list[dict[str, Any]]) -> list[str]:
+    if not runs:
+        return []
+    partitions = runs[0]["partitions"]
+    lines = [
+        "",
+        HEALTH_TITLE,
+        "",
+        "N `python -m rollout_health monitor` workers (faust, agent concurrency 1) in one group on the",
+        f"heartbeats topic, which has **{partitions} partitions** (`HEARTBEATS` in",
+        "`libs/common/rollout_common/topics/catalog.py`): a partition is read by one worker, so more than",
+        f"{partitions} workers would idle. Once the group is stable, N x the per-worker count of first",
+        "heartbeats (one per cluster, each becoming one `Readiness`) are produced; the rate counts until an",
+        "independent consumer of the readiness topic has seen them all. Efficiency = rate(N) / (N x",
+        "rate(1)). CPU seconds are the workers' (supervisor and worker processes, from /proc).",
+        "",
+        "| workers | heartbeats | wall s | readiness/s | efficiency | workers' CPU s | CPU ms/heartbeat | "
+        "group join s | load |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in sorted(runs, key=lambda x: x["workers"]):
+        lines.append(
+            f"| {r['workers']} | {r['heartbeats']:,} | {r['wall_s']:.2f} | {r['readiness_per_s']:,.0f} | "
+            f"{r['efficiency']:.2f} | {r['workers_cpu_s']:.2f} | {r['cpu_per_heartbeat_ms']:.2f} | "
+            f"{r['group_stable_s']:.1f} | {r['load']} |"
+        )
+    lines += [
+        "",
+        f"Raising the partition count: for a new deployment, change `partitions={partitions}` of `HEARTBEATS`",
+        "(the monitor's table and its changelog take the same count, and rows are placed by the same key",
+        "hash as the heartbeats). Topics that exist are kept as they are, so on a running system: stop every",
+        "monitor worker, add partitions to the heartbeats topic (`kafka-topics.sh --alter --partitions N`),",
+        "delete the table's changelog topic (`<prefix>rollout-health-cluster-health-changelog`), and start",
+        "workers built with the new count. The rows are learnt again from the next heartbeats; a cluster",
+        "silent since before the change has no row, so it is marked stale only once it reports again.",
+    ]
+    return lines
+
+
 def limits_lines(kafka: dict[str, Any]) -> list[str]:
     """For each missed Kafka target: what limits it, from this run's figures."""
     p = kafka["planner"]
     lat = kafka["latency"]
     runs = {r["executors"]: r for r in kafka["executors"]}
     lines: list[str] = []
-    if p["ratio"] < TARGET_PLANNER_RATIO:
+    if p["ratio"] < TARGET_PLANNER_RATIO or p.get("cpu_ratio", 0.0) < TARGET_PLANNER_CPU_RATIO:
         alt = kafka.get("planner_alt")
         cpu = max(p["planner_cpu_s"], 1e-9)
         decode = p.get("in_decode_s", 0.0)
@@ -496,21 +581,25 @@ def limits_lines(kafka: dict[str, Any]) -> list[str]:
             )
         lines += [
             "",
-            "Suggested planner changes (not made here; the planner is not this benchmark's to change):",
+            "Done for this target: one validator per type, built once, and pydantic's JSON parser straight on",
+            "the record's bytes for a binary-mode event that a cheap look shows within the JSON bounds (size,",
+            "depth, no number over 40 characters, no NaN/Infinity); anything else goes the bounded path, which",
+            "words every refusal (measured per record on this machine: the bounded `json` + `model_validate`",
+            "path about 14 µs, `model_validate_json` about 2 µs, orjson + `model_validate` about 2.4 µs, so",
+            "no new dependency). The status document's rebuild is held to 5% of the planner's time; event",
+            "counters are updated once per kind per batch.",
             "",
-            "1. **Cache the validators in `rollout_common.envelope.decode`** (done after this run): it built a",
-            "   pydantic `TypeAdapter(model)` for every record, the largest single entry under `Intake.decode`",
-            "   in the profile in the planner section; it now validates with the model directly and keeps the",
-            "   ce_type map per topic.",
-            "2. **Build the status document from counters, not a fleet walk**: `stage_view` → `track_status` →",
-            "   `_targeted` iterates every member for each track; the throttle (once a second) bounds it, but",
-            "   every stage transition forces one, and at 10k+ clusters each costs tens of ms on the loop.",
-            "3. **Make the full snapshot cheaper, or move it off the loop**: `snapshot._cluster` re-serialises",
-            "   every cluster's frozen inventory `Cluster` through `model_dump` and sorts sets on each dump;",
-            "   `Cluster.model_dump` was 32% of `dump` in this benchmark's profile before 19f4016 (when every",
-            "   batch dumped): cache the serialised spec per cluster. At 10k clusters a dump blocks the loop",
-            "   for 100-250 ms every 30 s.",
-            "4. **Publish the outbox concurrently**: `KafkaBus.publish` awaits `send_and_wait` per message;",
+            "What is left, and why 50% on CPU is out of reach without changing the engine: `decide` alone",
+            f"took {p['in_decide_s']:.2f} s of wall for {p['events']:,} events here, more than the raw consumer's",
+            f"whole {p.get('raw_cpu_s', float('nan')):.2f} s of CPU; one engine call per readiness event",
+            "(10-20 µs at any fleet size, see the engine section) is already several raw reads.",
+            "",
+            "Further changes (not made here):",
+            "",
+            "1. **Build the status document from counters, not a fleet walk**: `stage_view` → `track_status` →",
+            "   `_targeted` iterates every member for each track; every stage transition forces one.",
+            "2. **Make the full snapshot cheaper, or move it off the loop** (engine memory work, another branch).",
+            "3. **Publish the outbox concurrently**: `KafkaBus.publish` awaits `send_and_wait` per message;",
             "   `send` every message, then await them together (same order per partition, idempotent producer).",
         ]
         if alt and alt["planner_events_per_s"] > 1.1 * p["planner_events_per_s"]:
@@ -520,17 +609,26 @@ def limits_lines(kafka: dict[str, Any]) -> list[str]:
             ]
         lines.append("")
     pm, rm = lat["planner_ms"], lat["raw_ms"]
-    if not (lat["ratio_p99"] <= TARGET_LATENCY_RATIO and pm["p99"] < TARGET_LATENCY_P99_MS):
+    if not (lat["ratio_p99"] <= TARGET_LATENCY_RATIO and pm["p99"] <= TARGET_LATENCY_P99_MS):
         lines += [
             "### Decision latency",
             "",
             f"- p99 {pm['p99']:.1f} ms against a raw round trip's {rm['p99']:.1f} ms (p50 {pm['p50']:.1f} vs "
             f"{rm['p50']:.1f} ms). A decision is: the planner's poll returns, decode, `decide`, the journal",
-            "  entry + checkpoint written to Redis (plus the status document when a stage changed or a second",
-            "  passed, and a full snapshot every 200 batches or 30 s), then the outbox published message by",
-            "  message with acks=all; the consumer sees the batch after the first publish. So the path holds",
-            "  a Redis round trip and Python work before the first byte goes out, where the raw path holds one",
-            "  produce; a status or snapshot write landing on a trial's batch makes the tail.",
+            "  entry + checkpoint written to Redis in one round trip (with the status document when a stage",
+            "  changed, or at most once a second and 5% of the time), then the outbox published message by",
+            "  message with acks=all; the full snapshot (every 200 batches or 30 s) now follows the publish,",
+            "  so it no longer lands inside a trial. The path holds a poll wake-up, a Redis round trip and",
+            "  Python work before the first byte goes out, where the raw path holds one produce.",
+            *(
+                [
+                    f"- One Redis round trip measured beside each trial: p50 {lat['redis_rtt_ms']['p50']:.1f} / p99 "
+                    f"{lat['redis_rtt_ms']['p99']:.1f} ms; the planner makes one per decision, plus one more to "
+                    "mark the outbox published (after the batch record is out)."
+                ]
+                if lat.get("redis_rtt_ms")
+                else []
+            ),
             *(
                 [
                     f"- Split of this run: the planner part (readiness produced → batch record created) p50 "
@@ -548,8 +646,32 @@ def limits_lines(kafka: dict[str, Any]) -> list[str]:
             ),
             "- The tail follows the machine's load (see the load averages): with other work on 2 cores a",
             "  Python process waiting to be scheduled shows up directly in p99 of both paths.",
-            "- The same changes as above shorten it (2 and 3 most for the tail, as their cost grows with the",
-            "  fleet).",
+            "- Neither a poll timeout nor linger is in the path: the planner's poll returns as soon as a",
+            "  record arrives (fetch min bytes 1), and its producer sends at once (aiokafka's linger 0).",
+            "- The status document build (see the persist floor above) still lands on a trial now and then;",
+            "  building it from counters (change 1 above) would take it out of the tail.",
+            "",
+        ]
+    health = {r["workers"]: r for r in kafka.get("health", [])}
+    if TARGET_EFFICIENCY_AT in health and health[TARGET_EFFICIENCY_AT]["efficiency"] < TARGET_EFFICIENCY:
+        top = health[TARGET_EFFICIENCY_AT]
+        wall = max(top["wall_s"], 1e-9)
+        lines += [
+            "### Health monitor scaling",
+            "",
+            f"- At {TARGET_EFFICIENCY_AT} workers the workers used {top['workers_cpu_s']:.2f} CPU s in {wall:.2f} s "
+            f"({top['workers_cpu_s'] / wall:.2f} cores for {TARGET_EFFICIENCY_AT} processes; "
+            f"{top['cpu_per_heartbeat_ms']:.2f} ms CPU per heartbeat), so the workers mostly wait, not compute.",
+            "  What they wait on: the agent runs with concurrency 1 and `FaustOutbox.send` awaits the broker's",
+            "  acknowledgement (acks=all) of each readiness change before the next heartbeat is taken, so one",
+            "  worker's rate is about one produce round trip per heartbeat (a few ms idle, far more on this",
+            "  loaded machine), and 4 such workers share one broker on 2 cores whose round trips lengthen as",
+            "  more of them produce at once.",
+            "- Not changed here: acknowledging readiness changes in batches (send without awaiting, await",
+            "  the pending sends before faust commits the heartbeats' offsets) would lift the per-worker rate",
+            "  to what its CPU allows, without losing a change on a crash.",
+            "- The heartbeats topic's partition count (4) does not limit it at 4 workers; it caps the worker",
+            "  count (see the section above for raising it).",
             "",
         ]
     if TARGET_EFFICIENCY_AT in runs and runs[TARGET_EFFICIENCY_AT]["efficiency"] < TARGET_EFFICIENCY:

@@ -5,6 +5,7 @@ They start real service processes and so take tens of seconds together; marked `
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -14,7 +15,15 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import decision_latency, executor_scaling, kafka_planner, run, services_rollout  # noqa: E402
+from bench import (  # noqa: E402
+    decision_latency,
+    executor_scaling,
+    health_scaling,
+    kafka_planner,
+    run,
+    services_rollout,
+    splice,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -32,12 +41,20 @@ def test_decision_latency_pairs_each_trial_with_a_raw_round_trip(kafka_bootstrap
     assert result.trials == 3 and len(result.samples_ms) == len(result.raw_samples_ms) == 3
     assert result.planner_ms["p99"] >= result.planner_ms["p50"] > 0
     assert result.raw_ms["p50"] > 0
+    assert result.redis_rtt_ms["p50"] > 0  # the breakdown's Redis round trip, measured in the same run
 
 
 def test_executor_scaling_upgrades_everything(kafka_bootstrap: str, redis_url: str) -> None:
     runs = executor_scaling.measure([1, 2], 5, bootstrap=kafka_bootstrap, redis_url=redis_url)
     assert [r.executors for r in runs] == [1, 2]
     assert all(r.upgrades_per_s > 0 for r in runs)
+    assert runs[0].efficiency == pytest.approx(1.0)
+
+
+def test_health_scaling_turns_every_heartbeat_into_readiness(kafka_bootstrap: str) -> None:
+    runs = health_scaling.measure([1, 2], 10, bootstrap=kafka_bootstrap)
+    assert [(r.workers, r.heartbeats, r.partitions) for r in runs] == [(1, 10, 4), (2, 20, 4)]
+    assert all(r.readiness_per_s > 0 and r.workers_cpu_s > 0 for r in runs)
     assert runs[0].efficiency == pytest.approx(1.0)
 
 
@@ -71,7 +88,8 @@ def test_quick_run_with_kafka_writes_its_sections(tmp_path: Path, kafka_bootstra
     originals = (run.QUICK, run.KAFKA_QUICK)
     run.QUICK, run.KAFKA_QUICK = tiny, tiny_kafka
     try:
-        run.main(["--quick", "--output", str(page), "--kafka-bootstrap", kafka_bootstrap, "--redis-url", redis_url])
+        infra = ["--kafka-bootstrap", kafka_bootstrap, "--redis-url", redis_url]
+        run.main(["--quick", "--output", str(page), "--json", str(tmp_path / "figures.json"), *infra])
     finally:
         run.QUICK, run.KAFKA_QUICK = originals
     text = page.read_text()
@@ -79,3 +97,10 @@ def test_quick_run_with_kafka_writes_its_sections(tmp_path: Path, kafka_bootstra
         assert heading in text
     assert (tmp_path / "bench-executors.png").stat().st_size > 0
     assert (tmp_path / "bench-latency-kafka.png").stat().st_size > 0
+    # Re-rendering only the planner and latency sections (bench.splice) gives the same sections.
+    kafka = json.loads((tmp_path / "figures.json").read_text())["kafka"]
+    stale = text.replace("| planner over Kafka >=", "| planner over Kafka (stale) >=")
+    spliced = splice.splice(stale, kafka)
+    assert spliced.count("## Planner over Kafka: readiness events per second") == 1
+    assert "(stale)" in stale and "(stale)" not in spliced
+    assert spliced.split("## Executor scaling")[1] == text.split("## Executor scaling")[1]

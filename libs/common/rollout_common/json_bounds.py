@@ -61,6 +61,25 @@ def _constant(text: str) -> Any:
     raise InvalidInputError(f"value holds {text}, which JSON does not allow")
 
 
+# A number literal of more than MAX_NUMBER_CHARS characters has a run of at least this many digits:
+# besides its digits it holds at most a sign, a point, an `e` and the exponent's sign, in 3 runs.
+_LONG_DIGITS = b"0" * ((MAX_NUMBER_CHARS - 4) // 3 + 1)
+_DIGITS_AS_ZERO = bytes(ord("0") if chr(b).isdigit() and b < 128 else ord(" ") for b in range(256))
+
+
+def plainly_within(value: bytes) -> bool:
+    """True when a cheap look at the raw text shows every bound holds (brackets and digits inside
+    strings counted too, so it can say False for a value that is within them): such a value can be
+    handed to a JSON parser without the checks of `parse`."""
+    return (
+        len(value) <= MAX_STRING_BYTES
+        and value.count(b"[") + value.count(b"{") <= MAX_DEPTH
+        and b"NaN" not in value
+        and b"Infinity" not in value
+        and _LONG_DIGITS not in value.translate(_DIGITS_AS_ZERO)
+    )
+
+
 def parse(value: bytes) -> Any:
     """The JSON value, or InvalidInputError naming the bound crossed or the syntax error."""
     depth = nesting_depth(value)
@@ -75,4 +94,4 @@ def parse(value: bytes) -> Any:
         raise InvalidInputError(f"value is not JSON: {exc}") from exc
 
 
-__all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "MAX_STRING_BYTES", "nesting_depth", "parse"]
+__all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "MAX_STRING_BYTES", "nesting_depth", "parse", "plainly_within"]

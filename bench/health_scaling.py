@@ -1,0 +1,174 @@
+"""Health monitor scaling: first heartbeats turned into readiness events per second, by 1..N workers.
+
+N `python -m rollout_health monitor` processes (faust, agent concurrency 1) join one group on the
+heartbeats topic (`rollout.cluster-heartbeats`, its partition count from the topic catalog: the
+most workers that can share the work). Once the group is stable, `--per-worker` x N heartbeats of
+as many clusters (each a cluster's first, so each becomes one Readiness) are produced; the rate is
+counted until an independent consumer of the readiness topic has seen all of them. Efficiency =
+rate(N) / (N x rate(1)).
+
+    python -m bench.health_scaling --workers 1 2 4 --per-worker 2000 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from bench.kafka_common import (
+    Services,
+    enveloped,
+    fresh_prefix,
+    group_stable,
+    infrastructure,
+    load_average,
+    produce_all,
+)
+from rollout_adapters.kafka_bus import KafkaBus
+from rollout_common.heartbeat import Heartbeat
+from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
+
+APP_ID = "rollout-health"
+
+
+@dataclass
+class HealthRun:
+    workers: int
+    partitions: int
+    heartbeats: int
+    wall_s: float
+    readiness_per_s: float
+    efficiency: float
+    workers_cpu_s: float
+    cpu_per_heartbeat_ms: float
+    group_stable_s: float
+    load: str
+
+
+def _tree_cpu_s(services: Services) -> float:
+    """User + system CPU seconds of every service process and its children (the monitor is a
+    supervisor whose worker is a child process)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    pending = [p.pid for p in services.running.values()]
+    while pending:
+        pid = pending.pop()
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                pending += [int(c) for c in f.read().split()]
+        except OSError:
+            continue  # exited meanwhile
+    return total
+
+
+async def one_run(bootstrap: str, workers: int, heartbeats: int, log_dir: Path) -> HealthRun:
+    load_before = load_average()
+    prefix = fresh_prefix(f"health{workers}")
+    bus = KafkaBus(bootstrap, client_id="bench-setup")
+    try:
+        await bus.ensure_topics([t.spec(prefix) for t in (HEARTBEATS, READINESS, DEAD_LETTER)])
+    finally:
+        await bus.close()
+    services = Services(log_dir, {"ROLLOUT_KAFKA_BOOTSTRAP": bootstrap})
+    readiness = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        for number in range(workers):
+            services.start(
+                f"monitor-{workers}-{number}",
+                ["rollout_health", "monitor"],
+                {
+                    "ROLLOUT_TOPIC_PREFIX": prefix,
+                    "ROLLOUT_REPUBLISH_INTERVAL_S": "0",  # only the changes are counted
+                    "ROLLOUT_STALENESS_LIMIT_S": "3600",
+                    "ROLLOUT_METRICS_PORT": "0",
+                    "ROLLOUT_LOG_LEVEL": "WARNING",
+                },
+            )
+        stable_s = await group_stable(bootstrap, prefix + APP_ID, workers, timeout_s=180.0)
+        services.check()
+        await readiness.start()
+        parts = [TopicPartition(prefix + READINESS.name, p) for p in range(READINESS.partitions)]
+        readiness.assign(parts)
+        await readiness.seek_to_beginning(*parts)
+        now = time.time()
+        messages = [
+            enveloped(
+                Heartbeat(cluster=f"c-{i:07d}", ready=True, observed_at=now, reporter="bench"),
+                event_id=f"hb-{i}",
+                key=f"c-{i:07d}",
+            )
+            for i in range(heartbeats)
+        ]
+        cpu_before = _tree_cpu_s(services)
+        start = time.perf_counter()
+        await produce_all(bootstrap, prefix + HEARTBEATS.name, messages)
+        seen = 0
+        last = start
+        async with asyncio.timeout(max(180.0, heartbeats / 50)):
+            while seen < heartbeats:
+                batches = await readiness.getmany(timeout_ms=1000)
+                got = sum(len(records) for records in batches.values())
+                if got:
+                    seen += got
+                    last = time.perf_counter()
+                services.check()
+        wall = last - start
+        cpu = _tree_cpu_s(services) - cpu_before
+    finally:
+        services.stop_all()
+        await readiness.stop()
+    return HealthRun(
+        workers=workers,
+        partitions=HEARTBEATS.partitions,
+        heartbeats=heartbeats,
+        wall_s=wall,
+        readiness_per_s=heartbeats / wall,
+        efficiency=float("nan"),
+        workers_cpu_s=cpu,
+        cpu_per_heartbeat_ms=cpu / heartbeats * 1000,
+        group_stable_s=stable_s,
+        load=f"{load_before} before, {load_average()} after",
+    )
+
+
+async def measure_async(bootstrap: str, workers: list[int], per_worker: int, log_dir: Path) -> list[HealthRun]:
+    runs = [await one_run(bootstrap, n, per_worker * n, log_dir) for n in workers]
+    base = next((r.readiness_per_s for r in runs if r.workers == 1), None)
+    for r in runs:
+        if base:
+            r.efficiency = r.readiness_per_s / (r.workers * base)
+    return runs
+
+
+def measure(workers: list[int], per_worker: int, *, bootstrap: str | None = None) -> list[HealthRun]:
+    with infrastructure(bootstrap, None) as infra, tempfile.TemporaryDirectory(prefix="bench-health-") as tmp:
+        return asyncio.run(measure_async(infra.bootstrap, workers, per_worker, Path(tmp)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--per-worker", type=int, default=2_000, help="first heartbeats per worker process")
+    parser.add_argument("--bootstrap", default=None)
+    parser.add_argument("--redis-url", default=None, help="unused (the monitor needs no Redis); accepted for bench.run")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    runs = measure(args.workers, args.per_worker, bootstrap=args.bootstrap)
+    out: list[dict[str, Any]] = [asdict(r) for r in runs]
+    print(json.dumps(out) if args.json else json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""Several health monitor workers in one group on the real broker, one of them killed: staleness and
+readiness repeats stay correct (BUS-7), whichever worker owned which heartbeat partitions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+
+from rollout_adapters.memory_bus import kafka_partition
+from rollout_common.envelope import decode, encode
+from rollout_common.events import Readiness
+from rollout_common.heartbeat import Heartbeat
+from rollout_common.topics.catalog import HEARTBEATS, READINESS
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+WORKERS = 3
+STALENESS_S = 10
+
+
+def _one_per_partition(stem: str) -> list[str]:
+    """A cluster name on each heartbeat partition, so every worker (the killed one too) owns some."""
+    names: dict[int, str] = {}
+    i = 0
+    while len(names) < HEARTBEATS.partitions:
+        name = f"{stem}-{i}"
+        names.setdefault(kafka_partition(name.encode(), HEARTBEATS.partitions), name)
+        i += 1
+    return [names[p] for p in sorted(names)]
+
+
+@pytest.fixture
+def workers(kafka_bootstrap: str, topic_prefix: str) -> Iterator[list[subprocess.Popen[bytes]]]:
+    env = {
+        **os.environ,
+        "ROLLOUT_KAFKA_BOOTSTRAP": kafka_bootstrap,
+        "ROLLOUT_TOPIC_PREFIX": f"{topic_prefix}.",
+        "ROLLOUT_STALENESS_LIMIT_S": str(STALENESS_S),
+        "ROLLOUT_CHECK_INTERVAL_S": "0.5",
+        "ROLLOUT_REPUBLISH_INTERVAL_S": "2",
+        "ROLLOUT_SESSION_TIMEOUT_S": "6",
+        "ROLLOUT_METRICS_PORT": "0",
+    }
+    processes = [
+        subprocess.Popen([sys.executable, "-m", "rollout_health", "monitor"], env=env, start_new_session=True)
+        for _ in range(WORKERS)
+    ]
+    yield processes
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+async def _group_has(kafka_bootstrap: str, group: str, members: int, timeout_s: float) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    await admin.start()
+    try:
+        async with asyncio.timeout(timeout_s):
+            while True:  # no event to wait on: ask the broker until the group is stable with them all
+                with contextlib.suppress(Exception):
+                    for response in await admin.describe_consumer_groups([group]):
+                        for described in response.groups:
+                            if described[2] == "Stable" and len(described[5]) == members:
+                                return
+                await asyncio.sleep(0.3)
+    finally:
+        await admin.close()
+
+
+async def _committed_past(kafka_bootstrap: str, group: str, topic: str, records: list[tuple[int, int]]) -> None:
+    """Until the group has committed past each (partition, offset) of `topic`."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    await admin.start()
+    try:
+        async with asyncio.timeout(30):
+            while True:  # faust commits on its own interval: ask until it has
+                offsets = await admin.list_consumer_group_offsets(group)
+                committed = {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic}
+                if all(committed.get(partition, -1) > offset for partition, offset in records):
+                    return
+                await asyncio.sleep(0.3)
+    finally:
+        await admin.close()
+
+
+async def test_bus7_three_workers_one_killed_silent_clusters_go_stale_once_and_live_ones_keep_repeating(
+    kafka_bootstrap: str, topic_prefix: str, workers: list[subprocess.Popen[bytes]]
+) -> None:
+    prefix = f"{topic_prefix}."
+    await _group_has(kafka_bootstrap, prefix + "rollout-health", WORKERS, timeout_s=120)
+    silent, live = _one_per_partition("silent"), _one_per_partition("live")
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True)
+    readiness = AIOKafkaConsumer(
+        prefix + READINESS.name, bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest"
+    )
+    await producer.start()
+    await readiness.start()
+    seen: list[tuple[float, str, bool, str | None]] = []
+
+    async def beat(cluster: str) -> tuple[int, int]:
+        now = time.time()
+        value, headers = encode(
+            Heartbeat(cluster=cluster, ready=True, observed_at=now, reporter="test"),
+            event_id=f"{cluster}-{now}",
+            source="test",
+            at=now,
+        )
+        sent = await producer.send_and_wait(
+            prefix + HEARTBEATS.name, value, key=cluster.encode(), headers=list(headers.items())
+        )
+        return sent.partition, sent.offset
+
+    async def keep_alive() -> None:
+        while True:
+            for cluster in live:
+                await beat(cluster)
+            await asyncio.sleep(1.0)
+
+    async def read_until(done: Callable[[], bool], timeout_s: float) -> None:
+        async with asyncio.timeout(timeout_s):
+            while not done():
+                for batch in (await readiness.getmany(timeout_ms=300)).values():
+                    for message in batch:
+                        _, change = decode(message.value or b"", dict(message.headers), READINESS.models)
+                        assert isinstance(change, Readiness)
+                        seen.append((time.monotonic(), change.cluster, change.ready, change.reason))
+
+    alive = asyncio.create_task(keep_alive())
+    try:
+        last_silent = [await beat(cluster) for cluster in silent]
+        everyone = set(silent) | set(live)
+        await read_until(lambda: everyone <= {c for _, c, ready, _ in seen if ready}, timeout_s=60)
+        # Once the heartbeats' offsets are committed, the killed worker's successor does not read the
+        # silent clusters' heartbeats again: it knows them only from the table's changelog.
+        await _committed_past(kafka_bootstrap, prefix + "rollout-health", prefix + HEARTBEATS.name, last_silent)
+        os.killpg(workers[0].pid, signal.SIGKILL)  # supervisor and worker, no goodbye to the group
+        killed_at = time.monotonic()
+
+        def repeated_after_kill() -> bool:
+            return set(live) <= {c for t, c, _, reason in seen if t > killed_at + 8 and reason == "unchanged"}
+
+        def all_stale() -> bool:
+            return set(silent) <= {
+                c for _, c, ready, reason in seen if not ready and (reason or "").startswith("stale")
+            }
+
+        # the killed worker's partitions move after the 6 s session timeout; their rows come back
+        # from the changelog, so their silent clusters still go stale and their live ones repeat
+        await read_until(lambda: all_stale() and repeated_after_kill(), timeout_s=90)
+    finally:
+        alive.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await alive
+        await readiness.stop()
+        await producer.stop()
+    stale = [c for _, c, ready, reason in seen if not ready and (reason or "").startswith("stale")]
+    assert sorted(stale) == sorted(silent)  # each silent cluster exactly once, whoever owned it
+    assert not [c for _, c, ready, _ in seen if c in live and not ready]  # a live cluster is never stale
+    assert [w.poll() for w in workers[1:]] == [None] * (WORKERS - 1)
