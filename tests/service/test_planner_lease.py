@@ -15,6 +15,7 @@ from planner_harness import START, make_planner, release
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_adapters.memory_store import MemoryStore
 from rollout_common.topics.catalog import STAGE_ADVANCE
+from rollout_planner.engine.snapshot import FORMAT_VERSION
 from rollout_planner.service.checkpoint import CHECKPOINT_KEY
 from rollout_planner.service.clock import ManualClock
 from rollout_planner.service.journal import JOURNAL_PREFIX, SNAPSHOT_BATCH_KEY, JournalGapError, journal_key
@@ -189,7 +190,7 @@ async def test_journal_entries_name_the_engine_version() -> None:
     await release(bus, P)
     await drain(first)
     entry = json.loads(await store.get(journal_key(first.checkpoint.batch)) or b"{}")
-    assert entry["engine_version"].endswith("+snapshot.2")
+    assert entry["engine_version"].endswith(f"+snapshot.{FORMAT_VERSION}")
     await first.close()
 
 
