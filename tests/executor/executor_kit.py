@@ -28,9 +28,11 @@ class CountingDriver:
         self.calls: Counter[str] = Counter()
         self.running = 0
         self.most_at_once = 0
+        self.started = asyncio.Event()  # set once an upgrade runs, for a test to act mid-upgrade
 
     async def upgrade(self, target: UpgradeTarget) -> DriverOutcome:
         self.calls[target.cluster] += 1
+        self.started.set()
         self.running += 1
         self.most_at_once = max(self.most_at_once, self.running)
         try:
