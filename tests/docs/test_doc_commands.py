@@ -642,8 +642,8 @@ def test_metrics_and_dead_letters(walk: Terminal) -> None:
 
 
 def test_troubleshooting_actions(walk: Terminal) -> None:
-    """Resume brought the rollout back to RUNNING (the walk waits for it); the planner took the soak override."""
-    walk.require("status", "events")
+    """Resume brought the rollout back to RUNNING (the walk waits for it); the planner took the soak override.
+    What is missing here says which section broke; a broken watch (same section) is test_status_views' failure."""
     _ok(walk, "docs/troubleshooting.md: rollout resume")
     _ok(walk, f"docs/troubleshooting.md: rollout soak --stage prod --version {RELEASE} --soak 0d")
     progress = _ok(walk, "docs/events.md: kcat -C -b localhost:9092 -t rollout.progress -f '%h %s\\n'").out
