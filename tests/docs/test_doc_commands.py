@@ -45,7 +45,11 @@ from shown_commands import REPO, shown_commands
 
 from rollout_devenv import free_port, stop_processes
 
-pytestmark = pytest.mark.integration
+# The walk is one fixture that runs for minutes (about 3 on a quiet machine, over 10 with both
+# cores busy): its own budget ends it before the per-test timeout would (that timeout fires inside
+# the fixture and errors every test of the module).
+_WALK_BUDGET_S = 1200.0
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(_WALK_BUDGET_S + 600)]
 
 _T = TypeVar("_T")
 # what the tests have checked so far; the last test checks the rest
@@ -95,6 +99,7 @@ class Terminal:
     background: list[subprocess.Popen[bytes]] = field(default_factory=list)
     started: dict[str, tuple[str, subprocess.Popen[bytes], Path]] = field(default_factory=dict)
     broken: dict[str, str] = field(default_factory=dict)  # section -> what stopped it
+    deadline: float = field(default_factory=lambda: time.monotonic() + _WALK_BUDGET_S)
 
     def section(self, name: str, step: Callable[[], _T], *, needs: tuple[str, ...] = ()) -> _T | None:
         """Run one section of the walk. A section that raises is recorded, not raised: the tests of
@@ -102,6 +107,9 @@ class Terminal:
         command is one failed test (it used to take the whole module down as errors)."""
         if missing := [n for n in needs if n in self.broken]:
             self.broken[name] = f"not run: it needs the section {missing[0]!r}, which broke"
+            return None
+        if time.monotonic() > self.deadline:
+            self.broken[name] = f"not run: the walk's budget of {_WALK_BUDGET_S:g} s ran out before it"
             return None
         try:
             return step()
