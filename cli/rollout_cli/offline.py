@@ -13,7 +13,7 @@ from rich.table import Table
 
 from rollout_cli.dashboard import spinner
 from rollout_planner.simulation.preview import preview
-from rollout_planner.simulation.runner import simulate
+from rollout_planner.simulation.runner import SimulationError, simulate
 from rollout_planner.simulation.scenario import ScenarioError, load_scenario
 from rollout_planner.simulation.validation import validate_file
 
@@ -57,7 +57,11 @@ def run_simulate(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.file)
     except ScenarioError as exc:
         return _fail(str(exc))
-    report = simulate(scenario)
+    try:
+        report = simulate(scenario)
+    except SimulationError as exc:
+        print(f"error: {exc}", file=sys.stderr)  # one line naming event, time and rule; no traceback
+        return 1
     if args.json:
         json.dump(report.as_json(), sys.stdout)
         sys.stdout.write("\n")

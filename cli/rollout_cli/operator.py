@@ -237,7 +237,8 @@ async def _start(args: argparse.Namespace) -> int:
 
 
 async def _operator_action(args: argparse.Namespace) -> int:
-    command = _command(action=args.action, rollout_id=args.rollout)
+    # OPS-5: without --rollout the command says it is for every active rollout
+    command = _command(action=args.action, rollout_id=args.rollout, all_rollouts=args.rollout is None)
     await _publish(args, OPERATOR_COMMANDS, [(command, command.command_id)])
     print(
         f"published {args.action} {command.command_id} for {args.rollout or 'every active rollout'}; "

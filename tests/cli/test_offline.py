@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,3 +112,26 @@ def test_simulate_prints_a_timeline(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "x/controlPlane: STUCK" in out
     assert "first stage has no clusters" in out
+
+
+def test_simulate_engine_error_is_one_line_naming_event_time_and_rule(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 5 of the engine issue: an engine error in `rollout simulate` is one line, exit 1."""
+    from rollout_planner.engine import decide as real_decide
+    from rollout_planner.engine.errors import EngineInvariantError
+    from rollout_planner.simulation import runner
+    from rollout_planner.simulation.scenario import DEFAULT_START
+
+    def breaking(state: Any, event: Any, now: float) -> Any:
+        if now >= runner.to_epoch(DEFAULT_START) + 300:
+            raise EngineInvariantError(rule="SEQ-6a", cluster="a-1", stage="a", message="broken on purpose")
+        return real_decide(state, event, now)
+
+    monkeypatch.setattr(runner, "decide", breaking)
+    assert main(["simulate", str(ROOT / "tests" / "scenarios" / "seq6a-relabel-during-upgrade.yaml")]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "error: engine error at t=300s applying inventory (SEQ-6a): SEQ-6a: broken on purpose (cluster a-1, stage a)"
+    ]

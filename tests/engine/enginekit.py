@@ -120,6 +120,9 @@ class Driver:
         return self.send(WakeUp(), at=at)
 
     def command(self, action: str, *, at: float, command_id: str = "cmd-1", **fields: Any) -> list[Command]:
+        """An operator command; one that changes rollouts is for all of them unless it names one (OPS-5)."""
+        if action != "soak_override" and "rollout_id" not in fields:
+            fields.setdefault("all_rollouts", True)
         return self.send(OperatorCommand(command_id=command_id, action=action, **fields), at=at)
 
     def upsert(self, spec: Cluster, *, at: float) -> list[Command]:

@@ -231,7 +231,7 @@ def _planner_cases(
             _has("rollout_transition", reason="rel-good"),
         )
     if topic is OPERATOR_COMMANDS:
-        good = OperatorCommand(command_id="cmd-good", action="pause", issued_by="test")
+        good = OperatorCommand(command_id="cmd-good", action="pause", all_rollouts=True, issued_by="test")
         dup_value, dup_headers = _encoded(OperatorCommand(command_id="cmd-1", action="resume"), "cmd-1")
         return (
             [

@@ -47,7 +47,9 @@ def _release(event_id: str = "rel-1") -> tuple[bytes, dict[str, bytes]]:
 
 
 def _pause(command_id: str, issued_by: str) -> tuple[bytes, dict[str, bytes]]:
-    return _encoded(OperatorCommand(command_id=command_id, action="pause", issued_by=issued_by), command_id)
+    return _encoded(
+        OperatorCommand(command_id=command_id, action="pause", all_rollouts=True, issued_by=issued_by), command_id
+    )
 
 
 @contextlib.asynccontextmanager

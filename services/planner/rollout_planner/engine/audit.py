@@ -1,48 +1,104 @@
 """Recount everything the engine keeps incrementally and report any drift (a test oracle).
 
 The engine never rescans the fleet per event; this module does, so tests can prove after every
-decision that the running counters equal a count from scratch.
+decision that the running counters equal a count from scratch, that no cluster is in flight twice,
+and that every run's last move is one the run table allows (STAT-2).
 """
 
 from __future__ import annotations
 
-from rollout_planner.engine.model import TRACK_INDEXES, EngineState
+from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState, StageRec
+from rollout_planner.engine.runs import allowed
 
 
 def audit(state: EngineState) -> list[str]:
     problems: list[str] = []
+    everyone = [*state.clusters.values(), *state.departed.values()]
     for stage in state.stages:
-        in_flight = 0
-        for partition in stage.partitions:
-            unavailable = 0
-            not_done = [0, 0]
-            queued_unavailable = [0, 0]
-            for name in partition.members:
-                cluster = state.clusters[name]
-                available = cluster.compute_available()
-                if available != cluster.available:
-                    problems.append(f"{name}: cached available {cluster.available}, really {available}")
-                unavailable += not available
-                in_flight += sum(v is not None for v in cluster.running)
-                for track in TRACK_INDEXES:
-                    not_done[track] += cluster.target[track] is not None or not available
-                    queued_unavailable[track] += cluster.queued[track] and not available
-            label = f"{stage.spec.name}/{partition.name}"
-            if unavailable != partition.unavailable:
-                problems.append(f"{label}: unavailable {partition.unavailable}, really {unavailable}")
-            if not_done != partition.not_done:
-                problems.append(f"{label}: not done {partition.not_done}, really {not_done}")
-            if queued_unavailable != partition.queued_unavailable:
+        problems += _partitions(state, stage, everyone)
+        problems += _runs(state, stage, everyone)
+    problems += _in_flight(state, everyone)
+    return problems
+
+
+def _partitions(state: EngineState, stage: StageRec, everyone: list[ClusterRec]) -> list[str]:
+    problems: list[str] = []
+    for partition in stage.partitions:
+        unavailable = 0
+        not_done = [0, 0]
+        queued_unavailable = [0, 0]
+        for name in partition.members:
+            cluster = state.clusters[name]
+            available = cluster.compute_available()
+            if available != cluster.available:
+                problems.append(f"{name}: cached available {cluster.available}, really {available}")
+            unavailable += not available
+            for track in TRACK_INDEXES:
+                not_done[track] += cluster.target[track] is not None or not available
+                queued_unavailable[track] += cluster.queued[track] and not available
+        departed = sum(
+            1
+            for c in everyone
+            for t in TRACK_INDEXES
+            if c.running[t] is not None
+            and c.origin[t] == (stage.index, partition.index)
+            and (c.stage, c.partition) != (stage.index, partition.index)
+        )
+        label = f"{stage.spec.name}/{partition.name}"
+        if unavailable != partition.unavailable:
+            problems.append(f"{label}: unavailable {partition.unavailable}, really {unavailable}")
+        if departed != partition.departed:
+            problems.append(f"{label}: departed in flight {partition.departed}, really {departed}")
+        if not_done != partition.not_done:
+            problems.append(f"{label}: not done {partition.not_done}, really {not_done}")
+        if queued_unavailable != partition.queued_unavailable:
+            problems.append(f"{label}: queued unavailable {partition.queued_unavailable}, really {queued_unavailable}")
+    return problems
+
+
+def _runs(state: EngineState, stage: StageRec, everyone: list[ClusterRec]) -> list[str]:
+    problems: list[str] = []
+    for track in TRACK_INDEXES:
+        for run in stage.runs[track].values():
+            remaining = sum(1 for c in everyone if _counts_for(c, track, stage.index, run.rollout_id))
+            if remaining != run.remaining:
                 problems.append(
-                    f"{label}: queued unavailable {partition.queued_unavailable}, really {queued_unavailable}"
+                    f"{stage.spec.name}/{track}/{run.rollout_id}: remaining {run.remaining}, really {remaining}"
                 )
-        if in_flight != stage.in_flight:
-            problems.append(f"{stage.spec.name}: in flight {stage.in_flight}, really {in_flight}")
+            if run.prior is not None and not allowed(run.prior, run.state):
+                problems.append(
+                    f"{stage.spec.name}/{track}/{run.rollout_id}: moved {run.prior.value} -> {run.state.value}, "
+                    "which the run table does not allow"
+                )
+    return problems
+
+
+def _counts_for(cluster: ClusterRec, track: int, stage: int, rollout_id: str) -> bool:
+    """A target counts for its stage's run; an upgrade in flight for the run that handed it out."""
+    if cluster.target_run[track] != rollout_id:
+        return False
+    origin = cluster.origin[track]
+    if cluster.running[track] is not None and origin is not None:
+        return origin[0] == stage
+    return cluster.stage == stage and cluster.partition is not None
+
+
+def _in_flight(state: EngineState, everyone: list[ClusterRec]) -> list[str]:
+    """Each upgrade in flight is held by exactly the stage that handed it out, and no other."""
+    problems: list[str] = []
+    held: dict[tuple[str, int], int] = {}
+    for stage in state.stages:
+        for key in stage.handed:
+            if key in held:
+                problems.append(f"{key[0]}: in flight on track {key[1]} in two stages")
+            held[key] = stage.index
+    for cluster in everyone:
         for track in TRACK_INDEXES:
-            for run in stage.runs[track].values():
-                remaining = sum(1 for n in stage.members if state.clusters[n].target_run[track] == run.rollout_id)
-                if remaining != run.remaining:
-                    problems.append(
-                        f"{stage.spec.name}/{track}/{run.rollout_id}: remaining {run.remaining}, really {remaining}"
-                    )
+            origin = cluster.origin[track]
+            running = cluster.running[track] is not None
+            if running != (origin is not None):
+                problems.append(f"{cluster.name}: running {cluster.running[track]} but handed out by {origin}")
+            if running and origin is not None and held.pop((cluster.name, track), None) != origin[0]:
+                problems.append(f"{cluster.name}: in flight on track {track}, not held by stage {origin[0]}")
+    problems += [f"{name}: held in flight on track {track}, not running" for name, track in held]
     return problems

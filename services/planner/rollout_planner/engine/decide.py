@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 
-from rollout_common.commands import Command, CommandAck, Notice, RolloutTransition, WakeAt
+from rollout_common.commands import Command, Notice, RolloutTransition, WakeAt
 from rollout_common.events import (
     Event,
     EventBatch,
@@ -26,6 +26,7 @@ from rollout_planner.engine import lifecycle, operations, results
 from rollout_planner.engine.dispatch import dispatch_stage
 from rollout_planner.engine.inventory import apply_inventory, build_fleet
 from rollout_planner.engine.model import CP, NODES, EngineState, Offer, RolloutRec, put
+from rollout_planner.engine.sequence_change import apply_sequence_change
 from rollout_planner.engine.targets import enqueue
 
 _SETTLE_ROUNDS = 1000
@@ -43,6 +44,7 @@ def decide(state: EngineState, event: Event | EventBatch, now: float) -> tuple[E
     _apply(state, event)
     _fire_timers(state)
     _settle(state)
+    _end_rollouts(state)
     _request_wake(state)
     out, state.out = state.out, []
     return state, out
@@ -66,10 +68,7 @@ def _apply(state: EngineState, event: Event | EventBatch) -> None:
         case InventoryChange():
             apply_inventory(state, event)
         case SequenceChange():
-            # SEQ-7 is not applied yet: refused out loud rather than ignored (OPS-3)
-            state.emit(
-                CommandAck(command_id=event.command_id, accepted=False, reason="sequence changes are not supported yet")
-            )
+            apply_sequence_change(state, event)
         case WakeUp():
             pass
 
@@ -149,6 +148,15 @@ def _settle(state: EngineState) -> None:
         # a dispatch only makes its own stage stricter (hand-outs), so one pass per instant is enough
         state.dirty.discard(index)
         _fire_timers(state)
+
+
+def _end_rollouts(state: EngineState) -> None:
+    """STAT-4: a rollout whose last run ended this instant ends too (only rollouts whose runs moved)."""
+    while state.touched_rollouts:
+        touched = sorted(state.touched_rollouts, key=lambda rid: state.rollouts[rid].number)
+        state.touched_rollouts = set()
+        for rollout_id in touched:  # in creation order, so the progress stream is deterministic
+            lifecycle.update_rollout(state, rollout_id)
 
 
 def _request_wake(state: EngineState) -> None:

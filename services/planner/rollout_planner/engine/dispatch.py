@@ -153,19 +153,21 @@ def _dispatch_batch(
                 )
             )
             return False
-    first = version not in partition.first_sent[track]
+    # GATE-1: the run's first batch in this partition (by position: a rename after an inventory
+    # change is the same partition) goes out ungated, once per release, whatever its versions
+    first = partition.index not in run.first_batches
     limit = partition.max_unavailable
     if not first:
         # a lower bound of "the other clusters' unavailability": refuse without touching the queue
-        others_at_least = partition.unavailable - min(cap, partition.queued_unavailable[track])
+        others_at_least = partition.holding - min(cap, partition.queued_unavailable[track])
         if others_at_least > 0 and others_at_least >= limit:
-            _gate_1_wait(waits, partition, partition.unavailable)
+            _gate_1_wait(waits, partition, partition.holding)
             return False
     batch = _take(state, heap=heap, track=track, version=version, run=run, cap=cap)
     if not batch:
         return False
     if not first:
-        others = partition.unavailable - sum(1 for c in batch if not c.available)
+        others = partition.holding - sum(1 for c in batch if not c.available)
         if others > 0 and others >= limit:
             for cluster in batch:
                 heapq.heappush(heap, cluster.name)
@@ -203,6 +205,7 @@ def _gate_1_wait(waits: list[WaitTuple], partition: PartitionRec, unavailable: i
 def _take(state: EngineState, *, heap: list[str], track: int, version: Version, run: Run, cap: int) -> list[ClusterRec]:
     """The next clusters in name order that can start now (WIN-3: the others give up their turn)."""
     batch: list[ClusterRec] = []
+    taken: set[str] = set()
     while len(batch) < cap:
         cluster = _valid_head(state, heap, track, version)
         if cluster is None:
@@ -210,9 +213,12 @@ def _take(state: EngineState, *, heap: list[str], track: int, version: Version, 
         if cluster.target_run[track] != run.rollout_id:
             break  # another rollout's clusters on the same version get their own batch
         heapq.heappop(heap)
+        if cluster.name in taken:
+            continue  # a second queue entry for the same cluster (queued again after a retarget)
         if not _can_start(state, cluster, track, version):
             continue
         batch.append(cluster)
+        taken.add(cluster.name)
     return batch
 
 
@@ -249,10 +255,11 @@ def _hand_out(
     for cluster in batch:
         cluster.running[track] = version
         cluster.running_cmd = put(cluster.running_cmd, track, command_id)
+        cluster.origin = put(cluster.origin, track, (stage.index, partition.index))
+        stage.handed[(cluster.name, track)] = partition.index
         set_queued(state, cluster, track, False)
-        stage.in_flight += 1
         refresh(state, cluster)
-    partition.first_sent[track].add(version)
+    run.first_batches.add(partition.index)
     state.emit(
         StageAdvance(
             command_id=command_id,
@@ -262,6 +269,7 @@ def _hand_out(
             partition=partition.name,
             version=version.text,
             clusters=tuple(c.name for c in batch),
+            retries={c.name: c.retries[track] for c in batch if c.retries[track]},
         )
     )
 

@@ -10,8 +10,7 @@ def offered_versions(offer: Offer, cluster: ClusterRec, track: int) -> list[Vers
     """What one offer holds for this cluster, before the version rules are applied."""
     if offer.version is not None and not offer.on_demand:
         return [offer.version]
-    if offer.on_demand:
-        assert offer.version is not None
+    if offer.version is not None:
         wanted = offer.version.minor
         cp_minor = cluster.versions[CP].minor
         # VER-6a: a cluster on V's minor or the minor below it
@@ -44,7 +43,7 @@ def best_target(state: EngineState, stage: StageRec, cluster: ClusterRec, track:
         if cp_target is not None and cp_target > planned_cp:
             planned_cp = cp_target
     best: tuple[Version, str] | None = None
-    for offer in stage.offers[track]:
+    for offer in stage.offers(track):
         rollout = state.rollouts[offer.rollout_id]
         if offer.rollout_id in cluster.done_by[track] or track not in rollout.tracks:
             continue

@@ -8,9 +8,9 @@ from rollout_common.commands import Notice
 from rollout_common.events import InventoryChange
 from rollout_common.fleet import Cluster
 from rollout_planner.engine.lifecycle import revisit_stuck
-from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState, PartitionRec, StageRec
+from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState, PartitionRec, StageRec, put
 from rollout_planner.engine.partitioning import assign_stages, plan_partitions
-from rollout_planner.engine.tally import attach, detach
+from rollout_planner.engine.tally import attach, detach, recount_departed
 from rollout_planner.engine.targets import retarget
 
 
@@ -46,13 +46,11 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
             cluster.stage = cluster.partition = None
             cluster.queued = [False, False]
     plan = plan_partitions(stage.spec, [state.clusters[n].spec for n in names])
-    first_sent = {p.name: p.first_sent for p in stage.partitions}
     stage.partitions = []
     for index, part in enumerate(plan.partitions):
         record = PartitionRec(
             index=index, name=part.name, members=list(part.clusters), max_unavailable=part.max_unavailable
         )
-        record.first_sent = first_sent.get(part.name, record.first_sent)
         stage.partitions.append(record)
         for name in part.clusters:
             cluster = state.clusters[name]
@@ -65,21 +63,24 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
         cluster = state.clusters[name]
         attach(state, cluster)
         retarget(state, cluster)
+    recount_departed(state, stage)
     for track in TRACK_INDEXES:
         revisit_stuck(state, stage, track)
     state.dirty.add(stage.index)
 
 
 def _drop_targets(stage: StageRec, cluster: ClusterRec) -> None:
-    """A cluster that leaves the stage no longer counts towards its runs."""
+    """A cluster that leaves the stage no longer counts towards its runs, except for an upgrade in
+    flight: that one still belongs to the run that handed it out until its result (SEQ-6a)."""
     for track in TRACK_INDEXES:
+        if cluster.running[track] is not None:
+            continue
         run = stage.runs[track].get(cluster.target_run[track] or "")
         if run is not None:
             run.remaining -= 1
-        if cluster.running[track] is not None:
-            stage.in_flight -= 1
         cluster.target[track] = None
         cluster.target_run[track] = None
+        cluster.waiting_until = put(cluster.waiting_until, track, None)
 
 
 def apply_inventory(state: EngineState, event: InventoryChange) -> None:
@@ -91,17 +92,15 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
     old = state.clusters.get(name)
     old_stage = old.stage if old is not None else None
     if event.action == "remove":
-        if old is None:
-            return
-        if old.busy:
-            state.emit(Notice(code="SEQ-6", cluster=name, message=f"cluster {name} removed while upgrading"))
-        if old_stage is not None:
-            # rebuilt while the record still exists, so its counts and targets are taken out first
-            rebuild_stage(state, state.stages[old_stage], [n for n in _stage_names(state, old_stage) if n != name])
-        del state.clusters[name]
-        state.emit(Notice(code="SEQ-6", cluster=name, message=f"cluster {name} left the inventory"))
+        _remove(state, name, old)
         return
-    assert event.cluster is not None
+    if event.cluster is None:
+        state.emit(Notice(code="INVALID_INVENTORY", cluster=name, message=f"upsert of {name} without its record"))
+        return
+    if old is None and name in state.departed:
+        # back before its upgrade in flight reported: the same record, so the result still lands
+        old = state.departed.pop(name)
+        state.clusters[name] = old
     record = _upsert(state, event.cluster, old)
     membership = assign_stages(state.sequence, [event.cluster])
     new_stage = membership.stage_of.get(name)
@@ -123,8 +122,35 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
         record.stage = record.partition = None
     if old_stage != new_stage:
         before = "no stage" if old_stage is None else state.stages[old_stage].spec.name
-        after = "no stage" if new_stage is None else state.stages[new_stage].spec.name
-        state.emit(Notice(code="SEQ-6", cluster=name, message=f"cluster {name} moved from {before} to {after}"))
+        after = None if new_stage is None else state.stages[new_stage].spec.name
+        state.emit(
+            Notice(
+                code="SEQ-6",
+                cluster=name,
+                stage=after if after is not None else before if old_stage is not None else None,
+                message=f"cluster {name} moved from {before} to {after or 'no stage'}",
+            )
+        )
+
+
+def _remove(state: EngineState, name: str, old: ClusterRec | None) -> None:
+    """SEQ-6a: a removed cluster is never handed out again; an upgrade in flight still reports back."""
+    if old is None:
+        return
+    stage_name = None if old.stage is None else state.stages[old.stage].spec.name
+    if old.stage is not None:
+        # rebuilt while the record still exists, so its counts and targets are taken out first
+        rebuild_stage(state, state.stages[old.stage], [n for n in _stage_names(state, old.stage) if n != name])
+    del state.clusters[name]
+    if old.busy:
+        state.departed[name] = old
+        state.emit(
+            Notice(code="SEQ-6", cluster=name, stage=stage_name, message=f"cluster {name} removed while upgrading")
+        )
+        for origin in old.origin:
+            if origin is not None:
+                recount_departed(state, state.stages[origin[0]])
+    state.emit(Notice(code="SEQ-6", cluster=name, stage=stage_name, message=f"cluster {name} left the inventory"))
 
 
 def _stage_names(state: EngineState, index: int) -> list[str]:

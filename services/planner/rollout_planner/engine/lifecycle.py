@@ -2,48 +2,13 @@
 
 from __future__ import annotations
 
-from rollout_common.commands import RolloutTransition, StageTransition
-from rollout_common.status import TRACKS, RolloutState, StageReason, StageState
+from rollout_common.commands import RolloutTransition
+from rollout_common.status import RolloutState, StageReason, StageState
 from rollout_common.version import Version
 from rollout_planner.engine.eligibility import on_offered, would_take
 from rollout_planner.engine.model import CP, MAX_UPGRADE_TIME, NODES, EngineState, Offer, Run, StageRec
+from rollout_planner.engine.runs import transition
 from rollout_planner.engine.targets import retarget
-
-_REASONS = {
-    StageReason.VERSION_ARRIVED: "the version reached the stage",
-    StageReason.ALL_UPGRADED: "all eligible clusters upgraded",
-    StageReason.MAX_UPGRADE_TIME: "not finished within the 30-day maximum upgrade time; soaking anyway",
-    StageReason.SOAK_ELAPSED: "soak elapsed; version qualified downstream",
-    StageReason.EMPTY_STAGE_PASS_THROUGH: "no clusters in this stage; the version passes through",
-    StageReason.EMPTY_FIRST_STAGE: "the first stage has no clusters, so nothing can be qualified downstream",
-    StageReason.INCOMPATIBLE_VERSION: "no cluster of the stage is eligible for any qualified version",
-    StageReason.SUPERSEDED: "every cluster it still had to upgrade now goes to a newer version",
-    StageReason.USER: "paused by an operator",
-    StageReason.FAILURE_BUDGET: "too many upgrades failed",
-    StageReason.RESUMED: "resumed",
-}
-
-
-def set_state(state: EngineState, run: Run, new: StageState, reason: StageReason, *, detail: str = "") -> None:
-    run.state = new
-    run.reason = reason.value
-    stage = state.stages[run.stage]
-    version = run.qualified if new in (StageState.SOAKING, StageState.FORCED_SOAKING, StageState.COMPLETE) else None
-    if version is None:
-        version = min(run.working) if run.working else run.offered
-    text = _REASONS.get(reason, reason.value) + (f": {detail}" if detail else "")
-    until = run.soak_end if new in (StageState.SOAKING, StageState.FORCED_SOAKING) else None
-    state.emit(
-        StageTransition(
-            rollout_id=run.rollout_id,
-            stage=stage.spec.name,
-            track=TRACKS[run.track],
-            state=new,
-            version=None if version is None else version.text,
-            reason=text,
-            until=until,
-        )
-    )
 
 
 def reach_stage(state: EngineState, stage: StageRec, offers: dict[int, Offer]) -> None:
@@ -61,14 +26,15 @@ def reach_stage(state: EngineState, stage: StageRec, offers: dict[int, Offer]) -
             opened_at=state.now,
             offered=offer.version or _lowest(offer),
         )
-        for older in stage.runs[track].values():
-            if older.state is StageState.STUCK:
-                set_state(state, older, StageState.CANCELLED, StageReason.SUPERSEDED)
+        # SOAK-4c: only a newer rollout overtakes; an older version never cancels a newer run
+        for older in list(stage.runs[track].values()):
+            if older.state is StageState.STUCK and _newer(state, offer.rollout_id, than=older.rollout_id):
+                withdraw(state, stage, older, StageReason.SUPERSEDED)
         stage.runs[track][offer.rollout_id] = run
         if not stage.members and not stage.no_partition:
             _empty_stage(state, stage, run)
             continue
-        stage.offers[track].append(offer)
+        run.offer = offer
         stage.forced_run[track] = None
         opened.append((run, offer))
     if not opened:
@@ -83,6 +49,17 @@ def reach_stage(state: EngineState, stage: StageRec, offers: dict[int, Offer]) -
     state.dirty.add(stage.index)
 
 
+def withdraw(state: EngineState, stage: StageRec, run: Run, reason: StageReason) -> None:
+    """Cancel the run and take its offer back: no member is targeted at its versions again (SOAK-4c)."""
+    transition(state, run, StageState.CANCELLED, reason)
+    if stage.forced_run[run.track] == run.rollout_id:
+        stage.forced_run[run.track] = None
+    if any(state.clusters[n].target_run[run.track] == run.rollout_id for n in stage.members):
+        for name in stage.members:
+            retarget(state, state.clusters[name])
+    state.dirty.add(stage.index)
+
+
 def _lowest(offer: Offer) -> Version | None:
     values = sorted((offer.by_minor or {}).values())
     return values[0] if values else None
@@ -91,11 +68,11 @@ def _lowest(offer: Offer) -> Version | None:
 def _empty_stage(state: EngineState, stage: StageRec, run: Run) -> None:
     """SOAK-5: an empty first stage qualifies nothing; an empty later stage passes the version through."""
     if stage.index == 0:
-        set_state(state, run, StageState.STUCK, StageReason.EMPTY_FIRST_STAGE)
+        transition(state, run, StageState.STUCK, StageReason.EMPTY_FIRST_STAGE)
         return
     run.qualified = run.offered
     run.started_at = run.finished_at = state.now
-    set_state(state, run, StageState.COMPLETE, StageReason.EMPTY_STAGE_PASS_THROUGH)
+    transition(state, run, StageState.COMPLETE, StageReason.EMPTY_STAGE_PASS_THROUGH)
     qualify_downstream(state, run)
 
 
@@ -113,12 +90,12 @@ def _begin(state: EngineState, stage: StageRec, run: Run, offer: Offer) -> None:
         run.awaiting_cp = True
         _start(state, run)
     elif any(_newer(state, c.target_run[run.track], than=run.rollout_id) for c in takers):
-        set_state(state, run, StageState.CANCELLED, StageReason.SUPERSEDED)
-    elif takers or _older_active(stage, run):
+        withdraw(state, stage, run, StageReason.SUPERSEDED)
+    elif takers or _older_active(state, stage, run):
         # VER-6: clusters still on their way to an older version may become eligible for this one
         _start(state, run)
     else:
-        set_state(
+        transition(
             state,
             run,
             StageState.STUCK,
@@ -136,9 +113,9 @@ def _start(state: EngineState, run: Run) -> None:
     run.started_at = state.now
     paused = state.rollouts[run.rollout_id].paused
     if paused:
-        set_state(state, run, StageState.PAUSED, StageReason.USER)
+        transition(state, run, StageState.PAUSED, StageReason.USER)
     else:
-        set_state(state, run, StageState.IN_PROGRESS, StageReason.VERSION_ARRIVED)
+        transition(state, run, StageState.IN_PROGRESS, StageReason.VERSION_ARRIVED)
     state.add_run_timer(
         state.now + MAX_UPGRADE_TIME, "deadline", stage=run.stage, track=run.track, rollout_id=run.rollout_id
     )
@@ -148,38 +125,69 @@ def _newer(state: EngineState, rollout_id: str | None, *, than: str) -> bool:
     """Whether `rollout_id` was released after `than` (rollouts are kept in creation order)."""
     if rollout_id is None or rollout_id == than:
         return False
-    order = list(state.rollouts)
-    return order.index(rollout_id) > order.index(than)
+    return state.rollouts[rollout_id].number > state.rollouts[than].number
 
 
-def _older_active(stage: StageRec, run: Run) -> bool:
-    """An earlier run at this stage and track is still handing out upgrades."""
+def _older_active(state: EngineState, stage: StageRec, run: Run) -> bool:
+    """A run of an older rollout at this stage and track is still handing out upgrades (VER-6).
+
+    Only older rollouts hold a run back: a newer rollout's run is never held by an older version.
+    """
     for other in stage.runs[run.track].values():
-        if other is run:
-            return False
+        if other is run or not _newer(state, run.rollout_id, than=other.rollout_id):
+            continue
         if other.active and other.remaining > 0:
             return True
     return False
 
 
+def _live(state: EngineState, run: Run) -> bool:
+    return state.rollouts[run.rollout_id].state in (RolloutState.RUNNING, RolloutState.PAUSED)
+
+
 def revisit_stuck(state: EngineState, stage: StageRec, track: int) -> None:
     """SOAK-4b: a stuck run is evaluated again when versions or the inventory change."""
     for run in stage.runs[track].values():
-        if run.state is StageState.STUCK and run.reason == StageReason.INCOMPATIBLE_VERSION.value and run.remaining:
+        if (
+            run.state is StageState.STUCK
+            and run.reason == StageReason.INCOMPATIBLE_VERSION.value
+            and run.remaining
+            and _live(state, run)
+        ):
             _start(state, run)
 
 
 def finish_if_done(state: EngineState, stage: StageRec, track: int) -> None:
     """SOAK-2: every eligible cluster upgraded and every partition Ready -> soak."""
     for run in list(stage.runs[track].values()):
-        if not run.active or run.remaining > 0 or run.awaiting_cp or _older_active(stage, run):
+        if not run.active or run.remaining > 0 or run.awaiting_cp or _older_active(state, stage, run):
             continue
         if run.superseded:
-            set_state(state, run, StageState.CANCELLED, StageReason.SUPERSEDED)
+            withdraw(state, stage, run, StageReason.SUPERSEDED)
             continue
         forced = stage.forced_run[track] is not None
-        if forced or not any(p.not_ready(track) for p in stage.partitions):
-            start_soak(state, run, forced=False)
+        if not forced and any(p.not_ready(track) for p in stage.partitions):
+            continue
+        if not run.upgraded and not _any_on_offer(state, stage, run):
+            # VER-5: no cluster of the stage was eligible for this version: STUCK, never qualified
+            transition(
+                state,
+                run,
+                StageState.STUCK,
+                StageReason.INCOMPATIBLE_VERSION,
+                detail=f"offered {run.offered}, members on {_version_summary(state, stage, run.track)}",
+            )
+            update_rollout(state, run.rollout_id)
+            continue
+        start_soak(state, run, forced=False)
+
+
+def _any_on_offer(state: EngineState, stage: StageRec, run: Run) -> bool:
+    """Some member already runs a version the run offers it (eligible, nothing left to do)."""
+    if run.offer is None:
+        return False
+    offer = run.offer
+    return any(on_offered(offer, state.clusters[n], run.track) for n in stage.members)
 
 
 def qualified_version(run: Run) -> Version | None:
@@ -193,8 +201,12 @@ def qualified_version(run: Run) -> Version | None:
 
 def soak_seconds(state: EngineState, stage: StageRec, version: Version | None) -> float:
     text = "" if version is None else version.text
-    override = state.soak_overrides.get((stage.spec.name, text))
-    return override if override is not None else stage.spec.soak_for(text)
+    key = (stage.spec.name, text)
+    if key not in state.soak_overrides:
+        return stage.spec.soak_for(text)
+    override = state.soak_overrides[key]
+    # OPS-2: a removed override leaves the stage's own soak, not the definition's override
+    return stage.spec.soak if override is None else override
 
 
 def start_soak(state: EngineState, run: Run, *, forced: bool) -> None:
@@ -205,9 +217,9 @@ def start_soak(state: EngineState, run: Run, *, forced: bool) -> None:
     if forced:
         run.forced = True
         stage.forced_run[run.track] = run.rollout_id
-        set_state(state, run, StageState.FORCED_SOAKING, StageReason.MAX_UPGRADE_TIME)
+        transition(state, run, StageState.FORCED_SOAKING, StageReason.MAX_UPGRADE_TIME)
     else:
-        set_state(state, run, StageState.SOAKING, StageReason.ALL_UPGRADED)
+        transition(state, run, StageState.SOAKING, StageReason.ALL_UPGRADED)
     state.dirty.add(stage.index)
     if run.soak_end <= state.now:
         complete(state, run)
@@ -217,7 +229,7 @@ def start_soak(state: EngineState, run: Run, *, forced: bool) -> None:
 
 def complete(state: EngineState, run: Run) -> None:
     run.finished_at = state.now
-    set_state(state, run, StageState.COMPLETE, StageReason.SOAK_ELAPSED)
+    transition(state, run, StageState.COMPLETE, StageReason.SOAK_ELAPSED)
     qualify_downstream(state, run)
 
 
@@ -241,15 +253,30 @@ def on_soak_timer(state: EngineState, run: Run) -> None:
 
 
 def update_rollout(state: EngineState, rollout_id: str) -> None:
-    """STAT-4: a rollout is COMPLETED when each of its tracks completed the last stage."""
+    """STAT-4: a rollout ends when its last run ends; one with nothing to do ends at once, saying so."""
     rollout = state.rollouts[rollout_id]
     if rollout.state in (RolloutState.CANCELLED, RolloutState.COMPLETED):
         return
     last = state.stages[-1]
-    done = all(
-        (r := last.runs[t].get(rollout_id)) is not None and r.state is StageState.COMPLETE for t in rollout.tracks
+    if all((r := last.runs[t].get(rollout_id)) is not None and r.state is StageState.COMPLETE for t in rollout.tracks):
+        _end(state, rollout_id, "every stage completed")
+        return
+    runs = [s.runs[t][rollout_id] for s in state.stages for t in rollout.tracks if rollout_id in s.runs[t]]
+    # a STUCK run downstream waits for the inventory or a version to change (SOAK-4b, VER-5)
+    if any(not r.terminal and not (r.state is StageState.STUCK and r.stage == 0) for r in runs):
+        return
+    if all(r.stage == 0 and r.state is StageState.STUCK for r in runs):
+        stage = state.stages[0].spec.name
+        _end(state, rollout_id, f"nothing to do: no cluster of stage {stage} is eligible for its versions")
+        return
+    ended = sorted(
+        {f"{state.stages[r.stage].spec.name} {r.state.value}" for r in runs if r.state is not StageState.COMPLETE}
     )
-    if done:
-        rollout.state = RolloutState.COMPLETED
-        rollout.reason = "every stage completed"
-        state.emit(RolloutTransition(rollout_id=rollout_id, state=rollout.state, reason=rollout.reason))
+    _end(state, rollout_id, "every run ended" + (f" ({', '.join(ended)})" if ended else ""))
+
+
+def _end(state: EngineState, rollout_id: str, reason: str) -> None:
+    rollout = state.rollouts[rollout_id]
+    rollout.state = RolloutState.COMPLETED
+    rollout.reason = reason
+    state.emit(RolloutTransition(rollout_id=rollout_id, state=rollout.state, reason=reason))

@@ -19,6 +19,7 @@ MAX_UPGRADE_TIME = 30 * 86400.0
 
 
 NO_PAIR: tuple[None, None] = (None, None)
+NO_RETRIES = (0, 0)
 NOT_DONE_BY: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
 
 T = TypeVar("T")
@@ -30,6 +31,12 @@ def put(pair: tuple[T, T], track: int, value: T) -> tuple[T, T]:
     return NO_PAIR if out == NO_PAIR else out
 
 
+def put_count(pair: tuple[int, int], track: int, value: int) -> tuple[int, int]:
+    """A per-track count pair with one track's value replaced (the shared zero pair when both are 0)."""
+    out = (value, pair[1]) if track == 0 else (pair[0], value)
+    return NO_RETRIES if out == NO_RETRIES else out
+
+
 class ClusterRec:
     """What the planner knows of one cluster; per-track fields are 2-lists indexed by CP / NODES."""
 
@@ -38,11 +45,15 @@ class ClusterRec:
         "awaiting_ready",
         "done_by",
         "failed",
+        "finished_at",
         "name",
         "not_done",
+        "observed_at",
+        "origin",
         "partition",
         "queued",
         "ready",
+        "retries",
         "running",
         "running_cmd",
         "spec",
@@ -73,6 +84,12 @@ class ClusterRec:
         self.waiting_until: tuple[float | None, float | None] = NO_PAIR
         self.available = True
         self.not_done = [False, False]
+        # per track: (stage, partition index) that handed out the upgrade in flight; it keeps the
+        # slot there until the result, wherever the cluster belongs meanwhile (SEQ-6a, GATE-1)
+        self.origin: tuple[tuple[int, int] | None, tuple[int, int] | None] = NO_PAIR
+        self.retries: tuple[int, int] = NO_RETRIES  # OPS-4: retries of the current target, per track
+        self.observed_at: float | None = None  # BUS-7: newest readiness observation applied
+        self.finished_at: float | None = None  # BUS-7: when the last upgrade result says it finished
 
     @property
     def busy(self) -> bool:
@@ -84,7 +101,7 @@ class ClusterRec:
 
 class PartitionRec:
     __slots__ = (
-        "first_sent",
+        "departed",
         "index",
         "max_unavailable",
         "members",
@@ -106,10 +123,17 @@ class PartitionRec:
         self.queued_unavailable = [0, 0]
         # per track: version -> heap of cluster names waiting for a batch slot (name order, PART-4)
         self.pending: list[dict[Version, list[str]]] = [{}, {}]
-        self.first_sent: list[set[Version]] = [set(), set()]
+        # clusters it handed out that left it (relabelled, moved, removed) and still upgrade: they
+        # hold their slot here until their result (SEQ-6a), on top of `unavailable`
+        self.departed = 0
 
     def push(self, track: int, version: Version, name: str) -> None:
         heapq.heappush(self.pending[track].setdefault(version, []), name)
+
+    @property
+    def holding(self) -> int:
+        """GATE-1's unavailable count: its unavailable members and the in-flight clusters that left."""
+        return self.unavailable + self.departed
 
     def not_ready(self, track: int) -> bool:
         """GATE-2: more clusters not done than maxUnavailable."""
@@ -150,6 +174,15 @@ class Run:
     offered: Version | None = None
     # a node run opened before the control plane's run reached the stage waits for it (SOAK-1)
     awaiting_cp: bool = False
+    # what the run offers the stage's members; withdrawn when the run is cancelled (SOAK-4c)
+    offer: Offer | None = None
+    # GATE-1: the partitions (by position) whose ungated first batch this run has used
+    first_batches: set[int] = field(default_factory=set)
+    prior: StageState | None = None  # the state it came from, for the audit's transition check
+
+    @property
+    def offering(self) -> bool:
+        return self.offer is not None and self.state is not StageState.CANCELLED
 
     @property
     def active(self) -> bool:
@@ -174,11 +207,10 @@ class Run:
 class StageRec:
     __slots__ = (
         "forced_run",
-        "in_flight",
+        "handed",
         "index",
         "members",
         "no_partition",
-        "offers",
         "partitions",
         "runs",
         "spec",
@@ -192,13 +224,22 @@ class StageRec:
         self.members: list[str] = []
         self.partitions: list[PartitionRec] = []
         self.no_partition: list[str] = []
-        self.offers: list[list[Offer]] = [[], []]
         self.runs: list[dict[str, Run]] = [{}, {}]
         self.forced_run: list[str | None] = [None, None]
-        self.in_flight = 0
+        # upgrades this stage handed out that have not reported back: (cluster, track) -> partition
+        # position. They hold maxConcurrent slots and their partition's GATE-1 count (SEQ-6a).
+        self.handed: dict[tuple[str, int], int] = {}
         # per track: why the last dispatch held back, as (rule, partition, numbers) tuples (STAT-5)
         self.waits: list[list[tuple[str, str | None, dict[str, object]]]] = [[], []]
         self.wait_keys: list[tuple[tuple[str, str | None], ...]] = [(), ()]
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.handed)
+
+    def offers(self, track: int) -> list[Offer]:
+        """The versions runs hold out to this stage's members on a track (a cancelled run holds none)."""
+        return [r.offer for r in self.runs[track].values() if r.offer is not None and r.offering]
 
     def latest_run(self, track: int) -> Run | None:
         runs = self.runs[track]
@@ -216,6 +257,11 @@ class RolloutRec:
     state: RolloutState = RolloutState.RUNNING
     paused: bool = False
     reason: str = "started"
+
+    @property
+    def number(self) -> int:
+        """Creation order: ids are `<sequence>-<n>` with n counting from 1 (a newer rollout has a larger n)."""
+        return int(self.id.rsplit("-", 1)[1])
 
     @property
     def on_demand(self) -> bool:
@@ -247,13 +293,16 @@ class EngineState:
         self.stages = [StageRec(index=i, spec=s) for i, s in enumerate(sequence.stages)]
         self.stage_by_name = {s.spec.name: s for s in self.stages}
         self.clusters: dict[str, ClusterRec] = {}
+        # removed from the inventory while upgrading: kept until the result comes (SEQ-6a)
+        self.departed: dict[str, ClusterRec] = {}
         self.rollouts: dict[str, RolloutRec] = {}
         self.seen_events: set[str] = set()
-        self.soak_overrides: dict[tuple[str, str], float] = {}
+        self.soak_overrides: dict[tuple[str, str], float | None] = {}  # None: removed (OPS-2)
         self.timers: list[Timer] = []
         self.next_command = 0
         self.dirty: set[int] = set()
         self.out: list[Command] = []
+        self.touched_rollouts: set[str] = set()  # rollouts a run of which moved in this decision (STAT-4)
         self.now = 0.0
         self.requested_wake: float | None = None
         # clusters the current dispatch pass found outside their window: (opens at, name), for WIN-4

@@ -1,4 +1,4 @@
-"""Operator commands: pause, resume, cancel, soak overrides; each validated and acknowledged (OPS)."""
+"""Operator commands: pause, resume, cancel, retry, soak overrides; each validated and acknowledged (OPS)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ from rollout_common.commands import CommandAck, RolloutTransition
 from rollout_common.events import OperatorCommand
 from rollout_common.status import RolloutState, StageReason, StageState
 from rollout_common.version import VersionError, parse_version
-from rollout_planner.engine.lifecycle import complete, set_state, soak_seconds, update_rollout
-from rollout_planner.engine.model import TRACK_INDEXES, EngineState, RolloutRec, Run
-from rollout_planner.engine.targets import retarget
+from rollout_planner.engine.lifecycle import complete, soak_seconds, update_rollout
+from rollout_planner.engine.model import TRACK_INDEXES, EngineState, RolloutRec, Run, StageRec, put, put_count
+from rollout_planner.engine.runs import transition
+from rollout_planner.engine.tally import refresh
+from rollout_planner.engine.targets import enqueue, retarget
 
 
 def apply_command(state: EngineState, command: OperatorCommand) -> None:
@@ -24,9 +26,15 @@ def apply_command(state: EngineState, command: OperatorCommand) -> None:
 def _apply(state: EngineState, command: OperatorCommand) -> str | None:
     if command.action == "soak_override":
         return _soak_override(state, command)
-    targets = _targets(state, command.rollout_id)
+    if command.stage is not None and command.stage not in state.stage_by_name:
+        return f"unknown stage {command.stage!r}"
+    if command.cluster is not None and command.cluster not in state.clusters:
+        return f"unknown cluster {command.cluster!r}"
+    targets = _targets(state, command)
     if isinstance(targets, str):
         return targets
+    if command.action == "retry":
+        return _retry(state, command, targets)
     for rollout in targets:
         if command.action == "pause":
             _pause(state, rollout)
@@ -37,7 +45,13 @@ def _apply(state: EngineState, command: OperatorCommand) -> str | None:
     return None
 
 
-def _targets(state: EngineState, rollout_id: str | None) -> list[RolloutRec] | str:
+def _targets(state: EngineState, command: OperatorCommand) -> list[RolloutRec] | str:
+    """OPS-5: a command that changes a rollout names it, or says it is for every active rollout."""
+    rollout_id = command.rollout_id
+    if rollout_id is None and not command.all_rollouts:
+        return "name a rollout (rolloutId) or say it applies to all active rollouts (all: true) (OPS-5)"
+    if rollout_id is not None and command.all_rollouts:
+        return "name a rollout or say all, not both (OPS-5)"
     active = [r for r in state.rollouts.values() if r.state in (RolloutState.RUNNING, RolloutState.PAUSED)]
     if rollout_id is None:
         return active if active else "no active rollout"
@@ -59,7 +73,7 @@ def _pause(state: EngineState, rollout: RolloutRec) -> None:
     state.emit(RolloutTransition(rollout_id=rollout.id, state=rollout.state, reason="paused by an operator"))
     for run in _runs_of(state, rollout.id):
         if run.state is StageState.IN_PROGRESS:
-            set_state(state, run, StageState.PAUSED, StageReason.USER)
+            transition(state, run, StageState.PAUSED, StageReason.USER)
 
 
 def _resume(state: EngineState, rollout: RolloutRec) -> None:
@@ -69,25 +83,68 @@ def _resume(state: EngineState, rollout: RolloutRec) -> None:
     for run in _runs_of(state, rollout.id):
         if run.state is StageState.PAUSED:
             run.failures = 0  # resuming after FAILURE_BUDGET grants a fresh budget
-            set_state(state, run, StageState.IN_PROGRESS, StageReason.RESUMED)
+            transition(state, run, StageState.IN_PROGRESS, StageReason.RESUMED)
             state.dirty.add(run.stage)
 
 
 def _cancel(state: EngineState, rollout: RolloutRec) -> None:
     rollout.state = RolloutState.CANCELLED
     state.emit(RolloutTransition(rollout_id=rollout.id, state=rollout.state, reason="cancelled by an operator"))
+    touched: set[int] = set()
     for run in _runs_of(state, rollout.id):
         if not run.terminal:
-            set_state(state, run, StageState.CANCELLED, StageReason.USER)
-    for stage in state.stages:
-        touched = False
-        for track in TRACK_INDEXES:
-            kept = [o for o in stage.offers[track] if o.rollout_id != rollout.id]
-            touched |= len(kept) != len(stage.offers[track])
-            stage.offers[track] = kept
-        if touched:
-            for name in stage.members:
-                retarget(state, state.clusters[name])
+            transition(state, run, StageState.CANCELLED, StageReason.USER)
+        if run.offer is not None:
+            run.offer = None  # a cancelled rollout offers nothing, even where its run completed
+            touched.add(run.stage)
+    for index in sorted(touched):
+        stage = state.stages[index]
+        for name in stage.members:
+            retarget(state, state.clusters[name])
+        state.dirty.add(index)
+
+
+def _retry(state: EngineState, command: OperatorCommand, rollouts: list[RolloutRec]) -> str | None:
+    """OPS-4: the failed upgrades named go OUT_OF_SYNC again, to go out in later batches under the
+    same gates; each stage retried counts its failures afresh (maxFailures)."""
+    ids = {r.id for r in rollouts}
+    stages = [state.stage_by_name[command.stage]] if command.stage is not None else state.stages
+    retried = 0
+    for stage in stages:
+        names = [command.cluster] if command.cluster is not None else stage.members
+        for name in names:
+            cluster = state.clusters[name]
+            if cluster.stage != stage.index:
+                continue
+            for track in TRACK_INDEXES:
+                if cluster.failed[track] is None or cluster.target_run[track] not in ids:
+                    continue
+                cluster.failed = put(cluster.failed, track, None)
+                cluster.retries = put_count(cluster.retries, track, cluster.retries[track] + 1)
+                refresh(state, cluster)
+                enqueue(state, cluster, track)
+                _fresh_budget(state, stage, stage.runs[track].get(cluster.target_run[track] or ""))
+                retried += 1
+    if not retried:
+        where = (
+            f" of cluster {command.cluster}"
+            if command.cluster
+            else f" in stage {command.stage}"
+            if command.stage
+            else ""
+        )
+        return f"no failed upgrade to retry{where}"
+    return None
+
+
+def _fresh_budget(state: EngineState, stage: StageRec, run: Run | None) -> None:
+    if run is None:
+        return
+    run.failures = 0
+    state.dirty.add(stage.index)
+    held = run.state is StageState.PAUSED and run.reason == StageReason.FAILURE_BUDGET.value
+    if held and not state.rollouts[run.rollout_id].paused:
+        transition(state, run, StageState.IN_PROGRESS, StageReason.RESUMED, detail="failed upgrades retried (OPS-4)")
 
 
 def _soak_override(state: EngineState, command: OperatorCommand) -> str | None:
@@ -98,11 +155,8 @@ def _soak_override(state: EngineState, command: OperatorCommand) -> str | None:
         version = parse_version(command.version or "")
     except VersionError as exc:
         return str(exc)
-    key = (stage.spec.name, version.text)
-    if command.soak is None:
-        state.soak_overrides.pop(key, None)
-    else:
-        state.soak_overrides[key] = command.soak
+    # OPS-2: a removal takes away any override for the version, the stage definition's included
+    state.soak_overrides[(stage.spec.name, version.text)] = command.soak
     for track in TRACK_INDEXES:
         for run in list(stage.runs[track].values()):
             if run.soaking and run.qualified == version and run.soak_started is not None:
@@ -114,7 +168,7 @@ def _soak_override(state: EngineState, command: OperatorCommand) -> str | None:
                     state.add_run_timer(
                         run.soak_end, "soak", stage=run.stage, track=run.track, rollout_id=run.rollout_id
                     )
-                    set_state(state, run, run.state, StageReason.ALL_UPGRADED, detail="soak override applied")
+                    transition(state, run, run.state, StageReason.ALL_UPGRADED, detail="soak override applied")
     for rollout_id in list(state.rollouts):
         update_rollout(state, rollout_id)
     return None

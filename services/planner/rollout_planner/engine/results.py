@@ -6,15 +6,16 @@ from rollout_common.commands import Notice
 from rollout_common.events import Readiness, UpgradeResult
 from rollout_common.quantity import resolve
 from rollout_common.status import StageReason, StageState
-from rollout_common.version import parse_version
-from rollout_planner.engine.lifecycle import set_state
-from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, put
-from rollout_planner.engine.tally import refresh
+from rollout_common.version import Version, parse_version
+from rollout_planner.engine.errors import EngineInvariantError
+from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, Run, put
+from rollout_planner.engine.runs import transition
+from rollout_planner.engine.tally import located, refresh
 from rollout_planner.engine.targets import enqueue, retarget
 
 
 def apply_result(state: EngineState, event: UpgradeResult) -> None:
-    cluster = state.clusters.get(event.cluster)
+    cluster = state.clusters.get(event.cluster) or state.departed.get(event.cluster)
     if cluster is None:
         state.emit(
             Notice(
@@ -30,58 +31,84 @@ def apply_result(state: EngineState, event: UpgradeResult) -> None:
         return  # a replayed or stale result: already applied, or about an upgrade we no longer track
     if event.outcome == "started":
         return
-    cluster.running[track] = None
-    cluster.running_cmd = put(cluster.running_cmd, track, None)
-    stage = state.stages[cluster.stage] if cluster.stage is not None else None
-    if stage is not None:
-        stage.in_flight -= 1
-        state.dirty.add(stage.index)  # a freed slot (maxConcurrent) or a finished run may move the stage
+    origin = _release(state, cluster, track)
+    run = state.stages[origin].runs[track].get(cluster.target_run[track] or "")
     if event.outcome == "succeeded":
-        _succeeded(state, cluster, track)
+        if event.finished_at is not None:
+            cluster.finished_at = event.finished_at
+        _succeeded(state, cluster, track, version, run)
     else:
-        _failed(state, cluster, track, event.error or "upgrade failed")
+        _failed(state, cluster, track, event.error or "upgrade failed", run, moved=cluster.stage != origin)
+    if cluster.name in state.departed:
+        if not cluster.busy:
+            del state.departed[cluster.name]  # SEQ-6a: recorded; never handed out again
+        return
+    if cluster.stage is not None:
+        state.dirty.add(cluster.stage)
     _wake_other_track(state, cluster, track)
 
 
-def _succeeded(state: EngineState, cluster: ClusterRec, track: int) -> None:
-    version = cluster.target[track]
-    run_id = cluster.target_run[track]
-    assert version is not None
+def _release(state: EngineState, cluster: ClusterRec, track: int) -> int:
+    """Free the slot the upgrade held in the stage and partition that handed it out (SEQ-6a)."""
+    origin = cluster.origin[track]
+    cluster.running[track] = None
+    cluster.running_cmd = put(cluster.running_cmd, track, None)
+    cluster.origin = put(cluster.origin, track, None)
+    if origin is None:
+        raise EngineInvariantError(
+            rule="SEQ-6a", cluster=cluster.name, message="an upgrade in flight has no stage that handed it out"
+        )
+    stage = state.stages[origin[0]]
+    stage.handed.pop((cluster.name, track), None)
+    if located(cluster) != origin and origin[1] < len(stage.partitions):
+        stage.partitions[origin[1]].departed -= 1  # it had left that partition: its slot is free now
+    state.dirty.add(stage.index)  # a freed slot (maxConcurrent) or a finished run may move the stage
+    return stage.index
+
+
+def _succeeded(state: EngineState, cluster: ClusterRec, track: int, version: Version, run: Run | None) -> None:
+    target_run = cluster.target_run[track]
     cluster.versions[track] = version
     cluster.awaiting_ready = True  # GATE-1: unavailable until reported ready on the new version
     cluster.target[track] = None
     cluster.target_run[track] = None
-    if run_id is not None:
-        cluster.done_by = put(cluster.done_by, track, cluster.done_by[track] | {run_id})
-        if cluster.stage is not None:
-            run = state.stages[cluster.stage].runs[track].get(run_id)
-            if run is not None:
-                run.remaining -= 1
-                run.upgraded.add(version)
+    if target_run is not None:
+        cluster.done_by = put(cluster.done_by, track, cluster.done_by[track] | {target_run})
+    if run is not None:
+        run.remaining -= 1  # done for the run that handed it out, wherever it belongs now (SEQ-6a)
+        run.upgraded.add(version)
+    refresh(state, cluster)
     retarget(state, cluster)
 
 
-def _failed(state: EngineState, cluster: ClusterRec, track: int, error: str) -> None:
+def _failed(state: EngineState, cluster: ClusterRec, track: int, error: str, run: Run | None, *, moved: bool) -> None:
     cluster.failed = put(cluster.failed, track, error)
+    if moved:
+        # SEQ-6a: recorded on the cluster; the run that handed it out counts it as done, and from
+        # now on it follows its new membership
+        if run is not None:
+            run.remaining -= 1
+        cluster.target[track] = None
+        cluster.target_run[track] = None
     refresh(state, cluster)
-    if cluster.stage is None:
-        return
-    stage = state.stages[cluster.stage]
-    run = stage.runs[track].get(cluster.target_run[track] or "")
     if run is None:
         return
+    stage = state.stages[run.stage]
     run.failures += 1
     budget = stage.spec.rollout_strategy.max_failures
     if budget is not None and run.state is StageState.IN_PROGRESS:
         limit = max(1, resolve(budget, len(stage.members)))
         if run.failures >= limit:
-            set_state(
+            transition(
                 state,
                 run,
                 StageState.PAUSED,
                 StageReason.FAILURE_BUDGET,
                 detail=f"{run.failures} failed, maxFailures resolves to {limit} (GATE-6)",
             )
+    # VER-6: evaluated again after every upgrade, failed ones included, so the target is what a
+    # planner restarted from its snapshot would compute too (BUS-6)
+    retarget(state, cluster)
 
 
 def _wake_other_track(state: EngineState, cluster: ClusterRec, track: int) -> None:
@@ -94,16 +121,31 @@ def _wake_other_track(state: EngineState, cluster: ClusterRec, track: int) -> No
 def apply_readiness(state: EngineState, event: Readiness) -> None:
     cluster = state.clusters.get(event.cluster)
     if cluster is None:
-        state.emit(
-            Notice(
-                code="UNKNOWN_CLUSTER", message=f"readiness for unknown cluster {event.cluster}", cluster=event.cluster
+        if event.cluster not in state.departed:
+            state.emit(
+                Notice(
+                    code="UNKNOWN_CLUSTER",
+                    message=f"readiness for unknown cluster {event.cluster}",
+                    cluster=event.cluster,
+                )
             )
-        )
         return
+    observed = event.observed_at
+    if observed is not None:
+        if cluster.observed_at is not None and observed < cluster.observed_at:
+            return  # BUS-7: older than an observation already applied
+        cluster.observed_at = observed
     cluster.ready = event.ready
-    if event.ready and not cluster.busy:
+    if event.ready and not cluster.busy and _after_upgrade(cluster, observed):
         cluster.awaiting_ready = False
     refresh(state, cluster)
+
+
+def _after_upgrade(cluster: ClusterRec, observed: float | None) -> bool:
+    """BUS-7: after an upgrade, only an observation made after it finished counts (when both are timed)."""
+    if not cluster.awaiting_ready or observed is None or cluster.finished_at is None:
+        return True
+    return observed > cluster.finished_at
 
 
 __all__ = ["apply_readiness", "apply_result"]

@@ -15,9 +15,23 @@ from rollout_common.sequence import Sequence
 from rollout_common.status import RolloutState, StageState
 from rollout_common.version import Version, parse_minor, parse_version
 from rollout_planner.engine.inventory import rebuild_stage
-from rollout_planner.engine.model import NO_PAIR, ClusterRec, EngineState, Offer, PartitionRec, RolloutRec, Run, put
+from rollout_planner.engine.model import (
+    NO_PAIR,
+    NO_RETRIES,
+    ClusterRec,
+    EngineState,
+    Offer,
+    RolloutRec,
+    Run,
+    put,
+    put_count,
+)
+from rollout_planner.engine.tally import recount_departed
 
-FORMAT_VERSION = 2  # 2: timers name their stage, track and reference as fields
+# 2: timers name their stage, track and reference as fields
+# 3: offers and GATE-1 first batches belong to runs; in-flight upgrades keep the stage and partition
+#    that handed them out; clusters removed mid-upgrade; retries, observation times, run's prior state
+FORMAT_VERSION = 3
 
 
 def _v(version: Version | None) -> str | None:
@@ -40,6 +54,7 @@ def dump(state: EngineState) -> bytes:
         "timers": [[t.at, t.kind, t.stage, t.track, t.ref] for t in state.timers],
         "rollouts": [_rollout(r) for r in state.rollouts.values()],
         "clusters": [_cluster(c) for c in state.clusters.values()],
+        "departed": [_cluster(c) for c in state.departed.values()],
         "stages": [_stage(s) for s in state.stages],
     }
     return json.dumps(doc, separators=(",", ":")).encode()
@@ -72,16 +87,19 @@ def _cluster(c: ClusterRec) -> dict[str, Any]:
         "waitingUntil": c.waiting_until,
         # a running upgrade's target is a decision already made: kept, not recomputed
         "runningTarget": [[_v(c.target[t]), c.target_run[t]] if c.running[t] is not None else None for t in (0, 1)],
+        "origin": [None if o is None else list(o) for o in c.origin],
+        "retries": list(c.retries),
+        "observedAt": c.observed_at,
+        "finishedAt": c.finished_at,
     }
 
 
 def _stage(s: Any) -> dict[str, Any]:
     return {
         "names": s.members + s.no_partition,
-        "offers": [[_offer(o) for o in track] for track in s.offers],
         "runs": [[_run(r) for r in track.values()] for track in s.runs],
         "forcedRun": s.forced_run,
-        "firstSent": {p.name: [[v.text for v in sent] for sent in p.first_sent] for p in s.partitions},
+        "handed": [[name, track, position] for (name, track), position in s.handed.items()],
     }
 
 
@@ -114,6 +132,9 @@ def _run(r: Run) -> dict[str, Any]:
         "qualified": _v(r.qualified),
         "offered": _v(r.offered),
         "awaitingCp": r.awaiting_cp,
+        "offer": None if r.offer is None else _offer(r.offer),
+        "firstBatches": sorted(r.first_batches),
+        "prior": None if r.prior is None else r.prior.value,
     }
 
 
@@ -138,8 +159,20 @@ def load(data: bytes) -> EngineState:
     for raw in doc["clusters"]:
         record = _load_cluster(raw)
         state.clusters[record.name] = record
+    for raw in doc["departed"]:
+        record = _load_cluster(raw)
+        state.departed[record.name] = record
     for stage, raw in zip(state.stages, doc["stages"], strict=True):
         _load_stage(state, stage, raw)
+    for stage in state.stages:
+        recount_departed(state, stage)  # once every cluster is placed again
+    # an upgrade in flight counts for the run that handed it out, wherever the cluster is now
+    for cluster in [*state.clusters.values(), *state.departed.values()]:
+        for track, origin in enumerate(cluster.origin):
+            if origin is not None and cluster.running[track] is not None:
+                run = state.stages[origin[0]].runs[track].get(cluster.target_run[track] or "")
+                if run is not None:
+                    run.remaining += 1
     state.out = []
     # a restarted planner looks at every stage once: dispatching an unchanged stage changes nothing
     state.dirty = set(range(len(state.stages)))
@@ -179,29 +212,20 @@ def _load_cluster(raw: dict[str, Any]) -> ClusterRec:
         if kept is not None:
             record.target[track] = _pv(kept[0])
             record.target_run[track] = kept[1]
+    origin = [None if o is None else (o[0], o[1]) for o in raw["origin"]]
+    record.origin = put(put(NO_PAIR, 0, origin[0]), 1, origin[1])
+    record.retries = put_count(put_count(NO_RETRIES, 0, raw["retries"][0]), 1, raw["retries"][1])
+    record.observed_at = raw["observedAt"]
+    record.finished_at = raw["finishedAt"]
     return record
 
 
 def _load_stage(state: EngineState, stage: Any, raw: dict[str, Any]) -> None:
-    for track, offers in enumerate(raw["offers"]):
-        stage.offers[track] = [_load_offer(o) for o in offers]
     for track, runs in enumerate(raw["runs"]):
         stage.runs[track] = {r["rollout"]: _load_run(r) for r in runs}
     stage.forced_run = raw["forcedRun"]
-    # placeholders carry first_sent by name into the rebuilt partitions
-    stage.partitions = []
-    for name, sent in raw["firstSent"].items():
-        holder = PartitionRec(index=0, name=name, members=[], max_unavailable=0)
-        holder.first_sent = [{parse_version(v) for v in track} for track in sent]
-        stage.partitions.append(holder)
+    stage.handed = {(name, track): position for name, track, position in raw["handed"]}
     rebuild_stage(state, stage, list(raw["names"]))
-    for name in stage.members:
-        cluster = state.clusters[name]
-        for track in (0, 1):
-            run = stage.runs[track].get(cluster.target_run[track] or "")
-            if cluster.running[track] is not None and run is not None:
-                run.remaining += 1
-    stage.in_flight = sum(1 for n in stage.members for v in state.clusters[n].running if v is not None)
 
 
 def _load_offer(raw: dict[str, Any]) -> Offer:
@@ -233,6 +257,9 @@ def _load_run(raw: dict[str, Any]) -> Run:
         offered=_pv(raw["offered"]),
         awaiting_cp=raw["awaitingCp"],
     )
+    run.offer = None if raw["offer"] is None else _load_offer(raw["offer"])
+    run.first_batches = set(raw["firstBatches"])
+    run.prior = None if raw["prior"] is None else StageState(raw["prior"])
     run.working = {parse_version(v) for v in raw["working"]}
     run.upgraded = {parse_version(v) for v in raw["upgraded"]}
     return run

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState
+from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState, StageRec
 
 
 def refresh(state: EngineState, cluster: ClusterRec) -> None:
@@ -65,3 +65,21 @@ def set_queued(state: EngineState, cluster: ClusterRec, track: int, queued: bool
     if not cluster.available and cluster.stage is not None and cluster.partition is not None:
         partition = state.stages[cluster.stage].partitions[cluster.partition]
         partition.queued_unavailable[track] += 1 if queued else -1
+
+
+def located(cluster: ClusterRec) -> tuple[int, int] | None:
+    if cluster.stage is None or cluster.partition is None:
+        return None
+    return (cluster.stage, cluster.partition)
+
+
+def recount_departed(state: EngineState, stage: StageRec) -> None:
+    """SEQ-6a: per partition, the in-flight clusters it handed out that are no longer its members."""
+    for partition in stage.partitions:
+        partition.departed = 0
+    for (name, _track), position in stage.handed.items():
+        cluster = state.clusters.get(name) or state.departed.get(name)
+        if cluster is None or position >= len(stage.partitions):
+            continue
+        if located(cluster) != (stage.index, position):
+            stage.partitions[position].departed += 1

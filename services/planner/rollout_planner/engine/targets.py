@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rollout_planner.engine.eligibility import best_target
-from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState, put
+from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState, put, put_count
 from rollout_planner.engine.tally import refresh, set_queued
 
 
@@ -19,9 +19,8 @@ def retarget(state: EngineState, cluster: ClusterRec) -> None:
 
 
 def _retarget_track(state: EngineState, cluster: ClusterRec, track: int) -> None:
-    if cluster.running[track] is not None:
+    if cluster.running[track] is not None or cluster.stage is None:
         return  # the running upgrade decides; re-evaluated when it reports back
-    assert cluster.stage is not None
     stage = state.stages[cluster.stage]
     best = best_target(state, stage, cluster, track)
     new_version, new_run = (None, None) if best is None else best
@@ -31,6 +30,8 @@ def _retarget_track(state: EngineState, cluster: ClusterRec, track: int) -> None
     if cluster.failed[track] is not None and cluster.target[track] is not None and new_version is not None:
         # a different target is a new attempt; the failure stays in the log
         cluster.failed = put(cluster.failed, track, None)
+    if cluster.retries[track]:
+        cluster.retries = put_count(cluster.retries, track, 0)  # retries count per target (OPS-4)
     if old_run is not None:
         run = stage.runs[track].get(old_run)
         if run is not None:
@@ -62,7 +63,8 @@ def enqueue(state: EngineState, cluster: ClusterRec, track: int) -> None:
     until = cluster.waiting_until[track]
     if until is not None and until > state.now:
         return
-    assert cluster.stage is not None and cluster.partition is not None
+    if cluster.stage is None or cluster.partition is None:
+        return
     state.stages[cluster.stage].partitions[cluster.partition].push(track, version, cluster.name)
     set_queued(state, cluster, track, True)
     cluster.waiting_until = put(cluster.waiting_until, track, None)

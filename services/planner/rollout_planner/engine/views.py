@@ -68,8 +68,7 @@ def _targeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track: i
         return ClusterStatus.PAUSED, PauseType.USER.value if run.reason == "USER" else run.reason
     if track == NODES and target is not None and cluster.versions[CP] < target:
         return ClusterStatus.PENDING, "waits for its control plane (SOAK-1)"
-    assert cluster.partition is not None
-    if run is None or not run.active or cluster.partition >= reached_partitions(state, stage, track):
+    if run is None or not run.active or (cluster.partition or 0) >= reached_partitions(state, stage, track):
         return ClusterStatus.PENDING, f"target {target}; partition not reached"
     return ClusterStatus.OUT_OF_SYNC, f"target {target}; waiting for a batch slot"
 
@@ -79,9 +78,9 @@ def _untargeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track:
         if cluster.awaiting_ready or not cluster.ready:
             return ClusterStatus.NOT_READY, "upgraded, not yet reported ready"
         return ClusterStatus.COMPLETE, None
-    candidates = [v for o in stage.offers[track] for v in offered_versions(o, cluster, track)]
+    candidates = [v for o in stage.offers(track) for v in offered_versions(o, cluster, track)]
     if not candidates:
-        if not stage.offers[track]:
+        if not stage.offers(track):
             return ClusterStatus.PENDING, "no version has reached this stage yet"
         return ClusterStatus.INELIGIBLE, IneligibleType.INCOMPATIBLE_VERSION.value
     current = cluster.versions[track]

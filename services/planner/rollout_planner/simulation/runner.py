@@ -7,19 +7,21 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollout_common.commands import Command, StageAdvance, StageTransition, WakeAt
+from rollout_common.commands import Command, CommandAck, StageAdvance, StageTransition, WakeAt
 from rollout_common.events import (
     Event,
     EventBatch,
     InventoryChange,
     OperatorCommand,
     ReleaseTarget,
+    SequenceChange,
     StartRollout,
     WakeUp,
 )
 from rollout_common.status import Track
 from rollout_common.window import to_epoch
 from rollout_planner.engine import decide, new_state
+from rollout_planner.engine.errors import EngineInvariantError
 from rollout_planner.engine.model import EngineState
 from rollout_planner.engine.partitioning import StagePlan, assign_stages, plan_partitions
 from rollout_planner.engine.views import cluster_status, stage_track_state
@@ -27,6 +29,10 @@ from rollout_planner.simulation.scenario import Scenario, ScriptEvent
 from rollout_planner.simulation.world import Finish, World
 
 _MAX_ROUNDS_PER_INSTANT = 100
+
+
+class SimulationError(RuntimeError):
+    """The engine could not apply an event: one line naming the event, the time and the rule."""
 
 
 @dataclass(slots=True)
@@ -38,6 +44,7 @@ class Report:
     final: dict[str, Any] = field(default_factory=dict)
     decisions: int = 0
     commands: list[Command] = field(default_factory=list)
+    acks: list[dict[str, Any]] = field(default_factory=list)  # FORMAT's `commands` (OPS-3)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -46,6 +53,7 @@ class Report:
             "clusterEvents": self.cluster_events,
             "transitions": self.transitions,
             "final": self.final,
+            "commands": self.acks,
         }
 
 
@@ -82,6 +90,7 @@ class Simulator:
         plans, warnings = plan_of(scenario)
         self.report = Report(plan={"stages": [_plan_json(p) for p in plans], "warnings": warnings})
         self.watch: set[str] = set()
+        self.ack_keys: dict[str, str] = {}  # command id -> the scenario's name for the command
 
     def _push(self, t: float, kind: str, payload: Any) -> None:
         heapq.heappush(self.queue, (t, next(self.counter), kind, payload))
@@ -154,8 +163,23 @@ class Simulator:
 
     def _decide(self, events: list[Event], t: float) -> list[Command]:
         self.report.decisions += 1
-        _, commands = decide(self.state, EventBatch(events=tuple(events)), self.origin + t)
+        rollouts = len(self.state.rollouts)
+        try:
+            _, commands = decide(self.state, EventBatch(events=tuple(events)), self.origin + t)
+        except Exception as exc:  # every engine failure becomes one line (item: no traceback)
+            raise SimulationError(_failure(exc, events, t)) from exc
+        self._release_acks(events, t, rollouts)
         return commands
+
+    def _release_acks(self, events: list[Event], t: float, before: int) -> None:
+        """FORMAT `commands`: a release or on-demand start is accepted when it started a rollout."""
+        started = {r.event_id for r in list(self.state.rollouts.values())[before:]}
+        for event in events:
+            if isinstance(event, (ReleaseTarget, StartRollout)):
+                key = "releaseTarget" if isinstance(event, ReleaseTarget) else "startRollout"
+                accepted = event.event_id in started
+                reason = None if accepted else "already applied, or for another channel (START-4, SEQ-3)"
+                self.report.acks.append({"t": t, "command": key, "accepted": accepted, "reason": reason})
 
     def _carry_out(self, commands: list[Command], t: float) -> list[Event]:
         started: list[str] = []
@@ -168,6 +192,11 @@ class Simulator:
                 self.report.transitions.append(_transition_json(command, t))
             elif isinstance(command, WakeAt):
                 self._push(max(t, command.at - self.origin), "wake", None)
+            elif isinstance(command, CommandAck):
+                key = self.ack_keys.get(command.command_id, "command")
+                self.report.acks.append(
+                    {"t": t, "command": key, "accepted": command.accepted, "reason": command.reason}
+                )
         return self._observe(started, t)
 
     def _batch(self, command: StageAdvance, t: float) -> None:
@@ -204,7 +233,13 @@ class Simulator:
         if start is not None:
             out.append(StartRollout(event_id=f"start-{number}", version=start.version, tracks=start.tracks))
         if event.command is not None and event.command.action != "start_rollout":
-            out.append(_operator(event, number))
+            command = _operator(event, number)
+            self.ack_keys[command.command_id] = _KEYS[command.action]
+            out.append(command)
+        if event.sequence is not None:
+            change = SequenceChange(command_id=f"seq-{number}", sequence=event.sequence)
+            self.ack_keys[change.command_id] = "sequence"
+            out.append(change)
         if event.inventory is not None:
             if event.inventory.upsert is not None:
                 out.append(InventoryChange(action="upsert", cluster=event.inventory.upsert))
@@ -230,16 +265,44 @@ class Simulator:
         self.report.final = {"clusters": clusters, "stages": stages}
 
 
+_KEYS = {
+    "pause": "pause",
+    "resume": "resume",
+    "cancel": "cancel",
+    "retry": "retry",
+    "soak_override": "soakOverride",
+}
+
+
 def _operator(event: ScriptEvent, number: int) -> OperatorCommand:
-    assert event.command is not None
-    action = event.command.action
-    if action == "soak_override":
-        spec = event.command.soak_override
-        assert spec is not None
+    """FORMAT: a scenario's command names no rollout; it is for every rollout active then (OPS-5)."""
+    command = event.command
+    if command is None:
+        raise ValueError("not a command")
+    spec = command.soak_override
+    if spec is not None:
         return OperatorCommand(
             command_id=f"cmd-{number}", action="soak_override", stage=spec.stage, version=spec.version, soak=spec.soak
         )
-    return OperatorCommand(command_id=f"cmd-{number}", action=action)
+    action = command.action
+    if action == "start_rollout" or action == "soak_override":
+        raise ValueError(f"{action} is not an operator command")
+    retry = command.retry
+    return OperatorCommand(
+        command_id=f"cmd-{number}",
+        action=action,
+        all_rollouts=True,
+        cluster=None if retry is None else retry.cluster,
+        stage=None if retry is None else retry.stage,
+    )
+
+
+def _failure(exc: Exception, events: list[Event], t: float) -> str:
+    """One line: when, which events, which rule (the engine's own error names cluster and stage)."""
+    kinds = ", ".join(sorted({e.kind for e in events})) or "wake_up"
+    rule = exc.rule if isinstance(exc, EngineInvariantError) else "BUS-9"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"engine error at t={t:g}s applying {kinds} ({rule}): {text}"
 
 
 def _transition_json(command: StageTransition, t: float) -> dict[str, Any]:
@@ -268,4 +331,4 @@ def simulate(scenario: Scenario) -> Report:
     return Simulator(scenario).run()
 
 
-__all__ = ["Report", "Simulator", "Track", "WakeUp", "simulate"]
+__all__ = ["Report", "SimulationError", "Simulator", "Track", "WakeUp", "simulate"]

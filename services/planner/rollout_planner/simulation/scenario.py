@@ -106,28 +106,38 @@ class SoakOverrideSpec(_Model):
         return None if value is None else check_soak(value, field="soak")
 
 
+class RetrySpec(_Model):
+    """OPS-4: one cluster's, one stage's, or (neither given) every failed upgrade."""
+
+    cluster: str | None = None
+    stage: str | None = None
+
+
+_ACTIONS = ("pause", "resume", "cancel", "soak_override", "start_rollout", "retry")
+Action = Literal["pause", "resume", "cancel", "soak_override", "start_rollout", "retry"]
+
+
 class CommandSpec(_Model):
     pause: dict[str, Any] | None = None
     resume: dict[str, Any] | None = None
     cancel: dict[str, Any] | None = None
     soak_override: SoakOverrideSpec | None = Field(default=None, alias="soakOverride")
     start_rollout: StartSpec | None = Field(default=None, alias="startRollout")
+    retry: RetrySpec | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> CommandSpec:
-        chosen = [
-            k for k in ("pause", "resume", "cancel", "soak_override", "start_rollout") if getattr(self, k) is not None
-        ]
+        chosen = [k for k in _ACTIONS if getattr(self, k) is not None]
         if len(chosen) != 1:
-            raise ValueError("a command is exactly one of pause, resume, cancel, soakOverride, startRollout")
+            raise ValueError("a command is exactly one of pause, resume, cancel, soakOverride, startRollout, retry")
         return self
 
     @property
-    def action(self) -> Literal["pause", "resume", "cancel", "soak_override", "start_rollout"]:
-        for key in ("pause", "resume", "cancel", "soak_override", "start_rollout"):
+    def action(self) -> Action:
+        for key in _ACTIONS:
             if getattr(self, key) is not None:
-                return key
-        raise AssertionError("validated to have one")
+                return key  # type: ignore[return-value]
+        raise ValueError("a command is exactly one of pause, resume, cancel, soakOverride, startRollout, retry")
 
 
 class InventorySpec(_Model):
@@ -146,6 +156,7 @@ class ScriptEvent(_Model):
     command: CommandSpec | None = None
     start_rollout: StartSpec | None = Field(default=None, alias="startRollout")
     inventory: InventorySpec | None = None
+    sequence: Sequence | None = None  # SEQ-7: the changed definition
 
     @field_validator("at", mode="before")
     @classmethod

@@ -13,7 +13,7 @@ from rollout_planner.simulation.scenario import Simulation
 @dataclass(slots=True)
 class SimCluster:
     running: dict[Track, tuple[str, str, float]] = field(default_factory=dict)  # track -> (version, cmd, end)
-    failed: bool = False
+    failed: set[Track] = field(default_factory=set)  # tracks whose last attempt failed
     reported_ready: bool = True
     last_success: float | None = None
 
@@ -37,7 +37,10 @@ class World:
         for window in sim.not_ready:
             if window.until > window.start:
                 self.windows[window.cluster].append((window.start, window.until))
-        self.failing = {(f.cluster, f.track) for f in sim.failures}
+        # FORMAT: each `failures` entry fails one attempt; a retried upgrade runs again (OPS-4)
+        self.failing: dict[tuple[str, Track], int] = defaultdict(int)
+        for failure in sim.failures:
+            self.failing[(failure.cluster, failure.track)] += 1
         self.events: list[dict[str, object]] = []
 
     def duration(self, track: Track) -> float:
@@ -56,8 +59,9 @@ class World:
         state = self.clusters[item.cluster]
         state.running.pop(item.track, None)
         if item.failed:
-            state.failed = True
+            state.failed.add(item.track)
         else:
+            state.failed.discard(item.track)  # a retried upgrade that succeeds (OPS-4)
             state.last_success = t
         outcome = "failed" if item.failed else "succeeded"
         self.events.append(
@@ -73,7 +77,12 @@ class World:
         )
 
     def should_fail(self, cluster: str, track: Track) -> bool:
-        return (cluster, track) in self.failing
+        """Whether this attempt fails; each scripted failure is used up by one attempt."""
+        key = (cluster, track)
+        if self.failing.get(key, 0) <= 0:
+            return False
+        self.failing[key] -= 1
+        return True
 
     def healthy(self, name: str, t: float) -> tuple[bool, float | None]:
         """FORMAT's health model: whether the cluster is ready at t, and when to look again if not."""

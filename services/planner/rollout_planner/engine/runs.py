@@ -1,0 +1,79 @@
+"""A run's life (STAT-2): its states, the moves allowed between them, and the one function that moves it.
+
+Every other module asks `transition`; none sets `Run.state` itself. The table is also what the
+audit checks after every decision (each run remembers the state it came from).
+"""
+
+from __future__ import annotations
+
+from rollout_common.commands import StageTransition
+from rollout_common.status import TRACKS, StageReason, StageState
+from rollout_planner.engine.errors import EngineInvariantError
+from rollout_planner.engine.model import EngineState, Run
+
+S = StageState
+
+# from -> the states a run may move to. A soaking run may "move" to its own state: an override
+# (OPS-2) restarts the announcement with a new end.
+ALLOWED: dict[StageState, frozenset[StageState]] = {
+    S.PENDING: frozenset({S.IN_PROGRESS, S.PAUSED, S.STUCK, S.COMPLETE, S.CANCELLED}),
+    S.IN_PROGRESS: frozenset({S.PAUSED, S.SOAKING, S.FORCED_SOAKING, S.STUCK, S.CANCELLED}),
+    S.PAUSED: frozenset({S.IN_PROGRESS, S.SOAKING, S.FORCED_SOAKING, S.STUCK, S.CANCELLED}),
+    S.STUCK: frozenset({S.IN_PROGRESS, S.PAUSED, S.CANCELLED}),
+    S.SOAKING: frozenset({S.SOAKING, S.COMPLETE, S.CANCELLED}),
+    S.FORCED_SOAKING: frozenset({S.FORCED_SOAKING, S.COMPLETE, S.CANCELLED}),
+    S.COMPLETE: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+
+_REASONS = {
+    StageReason.VERSION_ARRIVED: "the version reached the stage",
+    StageReason.ALL_UPGRADED: "all eligible clusters upgraded",
+    StageReason.MAX_UPGRADE_TIME: "not finished within the 30-day maximum upgrade time; soaking anyway",
+    StageReason.SOAK_ELAPSED: "soak elapsed; version qualified downstream",
+    StageReason.EMPTY_STAGE_PASS_THROUGH: "no clusters in this stage; the version passes through",
+    StageReason.EMPTY_FIRST_STAGE: "the first stage has no clusters, so nothing can be qualified downstream",
+    StageReason.INCOMPATIBLE_VERSION: "no cluster of the stage is eligible for any qualified version",
+    StageReason.SUPERSEDED: "every cluster it still had to upgrade now goes to a newer version",
+    StageReason.USER: "paused by an operator",
+    StageReason.FAILURE_BUDGET: "too many upgrades failed",
+    StageReason.RESUMED: "resumed",
+}
+
+
+def allowed(old: StageState | None, new: StageState) -> bool:
+    """Whether a run may go from `old` to `new` (None: the run was just opened, as PENDING)."""
+    return new in ALLOWED[S.PENDING if old is None else old]
+
+
+def transition(state: EngineState, run: Run, new: StageState, reason: StageReason, *, detail: str = "") -> None:
+    """Move the run, announce it on the progress stream; a move outside the table is a broken invariant."""
+    stage = state.stages[run.stage]
+    if not allowed(run.state, new):
+        raise EngineInvariantError(
+            rule="STAT-2",
+            stage=stage.spec.name,
+            message=f"run of {run.rollout_id} on track {TRACKS[run.track].value} cannot go from "
+            f"{run.state.value} to {new.value} ({reason.value})",
+        )
+    run.prior = run.state
+    run.state = new
+    state.touched_rollouts.add(run.rollout_id)
+    run.reason = reason.value
+    version = run.qualified if new in (S.SOAKING, S.FORCED_SOAKING, S.COMPLETE) else None
+    if version is None:
+        version = min(run.working) if run.working else run.offered
+    said = "cancelled by an operator" if new is S.CANCELLED and reason is StageReason.USER else None
+    text = (said or _REASONS.get(reason, reason.value)) + (f": {detail}" if detail else "")
+    until = run.soak_end if new in (S.SOAKING, S.FORCED_SOAKING) else None
+    state.emit(
+        StageTransition(
+            rollout_id=run.rollout_id,
+            stage=stage.spec.name,
+            track=TRACKS[run.track],
+            state=new,
+            version=None if version is None else version.text,
+            reason=text,
+            until=until,
+        )
+    )
