@@ -12,7 +12,7 @@ import pytest
 
 from rollout_adapters.redis_store import RedisStore
 from rollout_common.errors import InvalidInputError, PermanentError, TransientError
-from rollout_common.ports import Store
+from rollout_common.ports import Store, token_epoch
 
 # The harness fixture is built on the session's event loop; its tests must run on that loop too.
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -144,6 +144,106 @@ async def test_nothing_works_after_close(harness: StoreHarness) -> None:
     await other.close()
     with pytest.raises(PermanentError):
         await other.get("k")
+
+
+# -- leases and fenced writes (BUS-8: one planner at a time; executors' target leases) --------
+
+
+async def test_delete_if_equal_deletes_only_the_value_it_was_given(harness: StoreHarness) -> None:
+    store = harness.store
+    await store.put("lease/x", b"holder-1")
+    assert await store.delete_if_equal("lease/x", b"holder-2") is False
+    assert await store.get("lease/x") == b"holder-1"
+    assert await store.delete_if_equal("lease/x", b"holder-1") is True
+    assert await store.get("lease/x") is None
+    assert await store.delete_if_equal("lease/x", b"holder-1") is False
+
+
+async def test_take_lease_gives_one_holder_and_a_growing_epoch(harness: StoreHarness) -> None:
+    """BUS-8: the second taker gets nothing while the first holds; after expiry the epoch grows."""
+    store = harness.store
+    first = await store.take_lease("planner/lease", epoch_key="planner/epoch", owner="a", ttl_s=1)
+    assert first == b"1/a"
+    assert await store.take_lease("planner/lease", epoch_key="planner/epoch", owner="b", ttl_s=1) is None
+    assert token_epoch(first) == 1
+
+    await harness.advance(1.3)
+
+    second = await store.take_lease("planner/lease", epoch_key="planner/epoch", owner="b", ttl_s=5)
+    assert second == b"2/b"
+    # The first holder can neither renew nor release the second holder's lease.
+    assert await store.renew_lease("planner/lease", first, ttl_s=5) is False
+    assert await store.delete_if_equal("planner/lease", first) is False
+    assert await store.get("planner/lease") == b"2/b"
+    assert await store.get("planner/epoch") == b"2"
+
+
+async def test_renew_lease_keeps_it_past_its_first_ttl(harness: StoreHarness) -> None:
+    store = harness.store
+    token = await store.take_lease("l", epoch_key="e", owner="a", ttl_s=1)
+    assert token is not None
+    await harness.advance(0.6)
+    assert await store.renew_lease("l", token, ttl_s=1) is True
+    await harness.advance(0.6)
+    assert await store.get("l") == token  # 1.2 s after taking it: alive thanks to the renewal
+    assert await store.take_lease("l", epoch_key="e", owner="b", ttl_s=1) is None
+    await harness.advance(0.7)
+    assert await store.renew_lease("l", token, ttl_s=1) is False  # expired: renewing does not revive it
+    assert await store.get("l") is None
+
+
+async def test_a_fenced_write_succeeds_only_for_the_current_holder(harness: StoreHarness) -> None:
+    """BUS-8: a planner whose lease passed to another (it was paused past the TTL) writes nothing."""
+    store = harness.store
+    old = await store.take_lease("planner/lease", epoch_key="planner/epoch", owner="old", ttl_s=1)
+    assert old is not None
+    await store.put("journal/1", b"j1")
+    assert await store.put_many_fenced(
+        {"state": b"s1", "checkpoint": b"c1"}, fence_key="planner/lease", token=old, delete=["journal/1"]
+    )
+    assert await store.get_many(["state", "checkpoint", "journal/1"]) == [b"s1", b"c1", None]
+
+    await harness.advance(1.3)
+    # Expired, nobody took over yet: the old holder is refused all the same.
+    assert not await store.put_many_fenced({"state": b"s2"}, fence_key="planner/lease", token=old)
+    new = await store.take_lease("planner/lease", epoch_key="planner/epoch", owner="new", ttl_s=30)
+    assert new is not None
+    await store.put("journal/2", b"j2")
+    refused = await store.put_many_fenced(
+        {"state": b"s-stale", "checkpoint": b"c-stale"}, fence_key="planner/lease", token=old, delete=["journal/2"]
+    )
+    assert refused is False
+    assert await store.get_many(["state", "checkpoint", "journal/2"]) == [b"s1", b"c1", b"j2"]
+    assert await store.put_many_fenced({"state": b"s3"}, fence_key="planner/lease", token=new)
+    assert await store.get("state") == b"s3"
+
+
+async def test_a_fenced_write_is_seen_whole_or_not_at_all(harness: StoreHarness) -> None:
+    store = harness.store
+    token = await store.take_lease("f", epoch_key="fe", owner="w", ttl_s=30)
+    assert token is not None
+    keys = [f"wave/{n:03d}" for n in range(100)]
+    await store.put_many(dict.fromkeys(keys, b"0"))
+    mixed: list[set[bytes | None]] = []
+
+    async def read_while_writing() -> None:
+        for _ in range(30):
+            seen = set(await store.get_many(keys))
+            if len(seen) > 1:
+                mixed.append(seen)
+
+    async def write_generations() -> None:
+        for generation in range(1, 11):
+            assert await store.put_many_fenced(dict.fromkeys(keys, b"%d" % generation), fence_key="f", token=token)
+
+    await asyncio.gather(read_while_writing(), write_generations())
+    assert mixed == []
+
+
+async def test_lease_ttls_must_be_positive(harness: StoreHarness) -> None:
+    with pytest.raises(InvalidInputError):
+        await harness.store.take_lease("l", epoch_key="e", owner="a", ttl_s=0)
+    assert await harness.store.get("l") is None
 
 
 # -- adapter-specific: the translations the contract above relies on ------------------------

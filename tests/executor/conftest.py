@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -32,7 +31,7 @@ def store() -> MemoryStore:
 @pytest.fixture
 def make_executor(bus: MemoryBus, store: MemoryStore) -> ExecutorFactory:
     def make(driver: CountingDriver, *, executor_id: str = "e1", lease_s: int = 30, **options: object) -> Executor:
-        ledger = UpgradeLedger(store, executor_id=executor_id, lease_s=lease_s, clock=time.time)
+        ledger = UpgradeLedger(store, executor_id=executor_id, lease_s=lease_s)
         return Executor(
             bus=bus,
             ledger=ledger,

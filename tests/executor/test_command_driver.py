@@ -32,9 +32,17 @@ def _target(cluster: str = "prod-eu.1", version: str = "1.31.2-gke.100") -> Upgr
     return UpgradeTarget(cluster=cluster, track=Track.NODES, version=version)
 
 
+async def test_the_fencing_token_reaches_the_program_as_an_environment_variable(tmp_path: Path) -> None:
+    out = tmp_path / "token"
+    code = "import os, sys; open(sys.argv[1], 'w').write(os.environ['ROLLOUT_FENCING_TOKEN'])"
+    outcome = await _driver(code, str(out)).upgrade(_target(), fencing_token=42)
+    assert outcome.succeeded
+    assert out.read_text() == "42"
+
+
 async def test_argv_is_passed_exactly(tmp_path: Path) -> None:
     out = tmp_path / "argv.json"
-    outcome = await _driver(_RECORD_ARGV, str(out)).upgrade(_target())
+    outcome = await _driver(_RECORD_ARGV, str(out)).upgrade(_target(), fencing_token=1)
     assert outcome.succeeded
     assert json.loads(out.read_text()) == [str(out), "prod-eu.1", "nodes", "1.31.2-gke.100"]
 
@@ -53,7 +61,7 @@ async def test_argv_is_passed_exactly(tmp_path: Path) -> None:
 )
 async def test_unsafe_names_are_rejected_before_anything_runs(tmp_path: Path, cluster: str, version: str) -> None:
     out = tmp_path / "argv.json"
-    outcome = await _driver(_RECORD_ARGV, str(out)).upgrade(_target(cluster, version))
+    outcome = await _driver(_RECORD_ARGV, str(out)).upgrade(_target(cluster, version), fencing_token=1)
     assert not outcome.succeeded
     assert outcome.error is not None and outcome.error.startswith("rejected:")
     assert not out.exists()
@@ -61,21 +69,21 @@ async def test_unsafe_names_are_rejected_before_anything_runs(tmp_path: Path, cl
 
 async def test_a_slow_upgrade_times_out_and_is_killed() -> None:
     started = time.monotonic()
-    outcome = await _driver("import time; time.sleep(30)", timeout_s=0.5).upgrade(_target())
+    outcome = await _driver("import time; time.sleep(30)", timeout_s=0.5).upgrade(_target(), fencing_token=1)
     assert (outcome.succeeded, outcome.error) == (False, "timed out after 0.5 s")
     assert time.monotonic() - started < 5
 
 
 async def test_a_non_zero_exit_carries_the_last_lines_of_stderr() -> None:
     code = "import sys; [print(f'line {i}', file=sys.stderr) for i in range(9)]; sys.exit(3)"
-    outcome = await _driver(code).upgrade(_target())
+    outcome = await _driver(code).upgrade(_target(), fencing_token=1)
     assert not outcome.succeeded
     assert outcome.error == "exit code 3: " + "\n".join(f"line {i}" for i in range(4, 9))
 
 
 async def test_a_missing_executable_is_a_failed_upgrade(tmp_path: Path) -> None:
     driver = CommandDriver(CommandDriverSettings(executable=str(tmp_path / "absent")))
-    outcome = await driver.upgrade(_target())
+    outcome = await driver.upgrade(_target(), fencing_token=1)
     assert not outcome.succeeded
     assert outcome.error is not None and outcome.error.startswith("cannot run")
 

@@ -97,7 +97,7 @@ async def test_a_dead_executors_claim_is_taken_over_after_its_lease(
     bus: MemoryBus, store: MemoryStore, make_executor: ExecutorFactory
 ) -> None:
     # "dead" took the lease on c1 and vanished without a result.
-    dead = UpgradeLedger(store, executor_id="dead", lease_s=1, clock=time.time)
+    dead = UpgradeLedger(store, executor_id="dead", lease_s=1)
     target = UpgradeTarget(cluster="c1", track=Track.CONTROL_PLANE, version="1.31.2")
     assert await dead.claim(target, command_id="cmd-1") is None
     assert await dead.lease(target).acquire()
@@ -109,6 +109,8 @@ async def test_a_dead_executors_claim_is_taken_over_after_its_lease(
     assert dict(driver.calls) == {"c1": 1}
     assert 0.0 < waited < 3.0  # one to two lease periods
     assert _outcomes(bus) == [("c1", "started"), ("c1", "succeeded")]
+    # The driver got the new holder's fencing token: the dead one had epoch 1.
+    assert driver.fencing_tokens == [("c1", 2)]
 
 
 async def test_upgrades_run_at_most_the_concurrency_bound(bus: MemoryBus, make_executor: ExecutorFactory) -> None:

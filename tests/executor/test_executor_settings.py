@@ -50,7 +50,9 @@ def test_the_poll_interval_covers_the_longest_batch(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("ROLLOUT_COMMAND__TIMEOUT_S", "3600")
     monkeypatch.setenv("ROLLOUT_BATCH_MAX_RECORDS", "10")
     monkeypatch.setenv("ROLLOUT_MAX_CONCURRENT_UPGRADES", "5")
-    # Two rounds of hour-long upgrades, with a margin: the member stays in the group throughout.
-    assert poll_interval_s(load_settings()) >= 2 * 3600
+    monkeypatch.setenv("ROLLOUT_MAX_CLUSTERS_PER_COMMAND", "8")
+    # The semaphore is per cluster: 10 commands x 8 clusters, 5 at a time, is 16 rounds of
+    # hour-long upgrades (not the 2 rounds counting commands gave), with a margin.
+    assert poll_interval_s(load_settings()) == 16 * 3600 * 1.5 + 60
     monkeypatch.setenv("ROLLOUT_MAX_POLL_INTERVAL_S", "900")
     assert poll_interval_s(load_settings()) == 900

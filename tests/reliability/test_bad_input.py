@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import sys
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -428,7 +427,7 @@ async def test_the_executor_survives_bad_input(
     )
     executor = Executor(
         bus=bus,
-        ledger=UpgradeLedger(store, executor_id="e1", lease_s=30, clock=time.time),
+        ledger=UpgradeLedger(store, executor_id="e1", lease_s=30),
         driver=driver,
         metrics=metrics,
         executor_id="e1",

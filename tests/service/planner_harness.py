@@ -29,6 +29,7 @@ from rollout_common.topics.catalog import (
 )
 from rollout_planner.engine import EngineState, new_state
 from rollout_planner.service.clock import Clock
+from rollout_planner.service.lease_keeper import PlannerLease
 from rollout_planner.service.planner import Planner
 from rollout_planner.service.settings import PlannerSettings
 
@@ -66,11 +67,15 @@ def settings(prefix: str, **overrides: Any) -> PlannerSettings:
     return PlannerSettings(**(values | overrides))
 
 
-def make_planner(*, bus: Bus, store: Store, prefix: str, clock: Clock, **overrides: Any) -> Planner:
+def make_planner(
+    *, bus: Bus, store: Store, prefix: str, clock: Clock, lease: PlannerLease | None = None, **overrides: Any
+) -> Planner:
     async def initial() -> EngineState:
         return new_state(sequence(), fleet())
 
-    return Planner(bus=bus, store=store, settings=settings(prefix, **overrides), clock=clock, initial_state=initial)
+    return Planner(
+        bus=bus, store=store, settings=settings(prefix, **overrides), clock=clock, initial_state=initial, lease=lease
+    )
 
 
 async def publish(bus: Bus, prefix: str, topic: TopicDef, model: BaseModel, *, event_id: str) -> None:

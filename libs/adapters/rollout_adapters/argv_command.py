@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
@@ -41,14 +41,17 @@ class CommandOutcome:
         return f"exit code {self.returncode}" + (f": {tail}" if tail else "")
 
 
-async def run_argv(argv: Sequence[str], *, timeout_s: float) -> CommandOutcome:
-    """Run `argv` to its end or until `timeout_s`; never raises for the program's failures."""
+async def run_argv(argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None) -> CommandOutcome:
+    """Run `argv` to its end or until `timeout_s`; never raises for the program's failures.
+
+    `env`: the program's whole environment (None: this process's)."""
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
+            env=None if env is None else dict(env),
         )
     except OSError as exc:
         return CommandOutcome(None, problem=f"cannot run {argv[0]!r}: {exc}")

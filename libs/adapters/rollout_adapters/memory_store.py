@@ -1,4 +1,7 @@
-"""A dict-backed `Store` with Redis's rules: TTLs on `put_if_absent`, atomic `put_many`."""
+"""A dict-backed `Store` with Redis's rules: TTLs, atomic `put_many`, leases and fenced writes.
+
+One process, no awaits inside an operation: each method is as atomic as Redis's Lua scripts.
+"""
 
 from __future__ import annotations
 
@@ -57,6 +60,44 @@ class MemoryStore:
         self._values.pop(key, None)
         self._expires_at.pop(key, None)
 
+    async def delete_if_equal(self, key: str, value: bytes) -> bool:
+        self._check_open()
+        if self._live(key) != value:
+            return False
+        await self.delete(key)
+        return True
+
+    async def take_lease(self, key: str, *, epoch_key: str, owner: str, ttl_s: float) -> bytes | None:
+        self._check_open()
+        _check_ttl(ttl_s)
+        if self._live(key) is not None:
+            return None
+        epoch = int(self._live(epoch_key) or b"0") + 1
+        self._values[epoch_key] = str(epoch).encode()
+        token = f"{epoch}/{owner}".encode()
+        self._values[key] = token
+        self._expires_at[key] = self._clock() + ttl_s
+        return token
+
+    async def renew_lease(self, key: str, token: bytes, *, ttl_s: float) -> bool:
+        self._check_open()
+        _check_ttl(ttl_s)
+        if self._live(key) != token:
+            return False
+        self._expires_at[key] = self._clock() + ttl_s
+        return True
+
+    async def put_many_fenced(
+        self, items: Mapping[str, bytes], *, fence_key: str, token: bytes, delete: Sequence[str] = ()
+    ) -> bool:
+        self._check_open()
+        if self._live(fence_key) != token:
+            return False
+        await self.put_many(items)
+        for key in delete:
+            await self.delete(key)
+        return True
+
     async def keys(self, prefix: str) -> list[str]:
         self._check_open()
         return sorted(key for key in list(self._values) if key.startswith(prefix) and self._live(key) is not None)
@@ -75,3 +116,8 @@ class MemoryStore:
     def _check_open(self) -> None:
         if self._closed:
             raise PermanentError("the store is closed")
+
+
+def _check_ttl(ttl_s: float) -> None:
+    if ttl_s <= 0:
+        raise InvalidInputError(f"ttl_s must be a positive number of seconds, got {ttl_s}")

@@ -27,6 +27,34 @@ _TLS = "the TLS handshake failed: check the CA bundle (ROLLOUT_REDIS_SSL_CA_CERT
 _AUTHORIZATION = "not authorized: the Redis ACL user lacks a permission this command needs"
 _SCAN_BATCH = 500
 
+# Lua scripts run atomically on the server: no other client's command runs between their steps.
+# Keys travel in KEYS (not built inside the script) so a cluster proxy can route them.
+_DELETE_IF_EQUAL = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+# KEYS: lease, epoch counter. ARGV: owner, ttl in ms. Returns the new token, or false.
+_TAKE_LEASE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local token = redis.call('INCR', KEYS[2]) .. '/' .. ARGV[1]
+redis.call('SET', KEYS[1], token, 'PX', ARGV[2])
+return token
+"""
+_RENEW_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+# KEYS: the fence, then the keys to set, then the keys to delete. ARGV: token, how many to
+# set, then their values. Checked and written in one step: a holder that lost the lease (its
+# process paused past the TTL, say) can never write after the next holder took over.
+_PUT_MANY_FENCED = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local puts = tonumber(ARGV[2])
+for i = 1, puts do redis.call('SET', KEYS[i + 1], ARGV[i + 2]) end
+for i = puts + 2, #KEYS do redis.call('DEL', KEYS[i]) end
+return 1
+"""
+
 
 class RedisStore:
     """Implements `rollout_common.ports.Store`; keys are stored as "<namespace>:<key>".
@@ -91,6 +119,29 @@ class RedisStore:
         async with self._translated("DEL"):
             await self._redis.delete(self._full(key))
 
+    async def delete_if_equal(self, key: str, value: bytes) -> bool:
+        async with self._translated("compare-and-delete"):
+            return bool(await self._eval(_DELETE_IF_EQUAL, [self._full(key)], [value]))
+
+    async def take_lease(self, key: str, *, epoch_key: str, owner: str, ttl_s: float) -> bytes | None:
+        ttl_ms = _ttl_ms(ttl_s)
+        async with self._translated("take lease"):
+            token = await self._eval(_TAKE_LEASE, [self._full(key), self._full(epoch_key)], [owner, ttl_ms])
+        return token if isinstance(token, bytes) else None
+
+    async def renew_lease(self, key: str, token: bytes, *, ttl_s: float) -> bool:
+        ttl_ms = _ttl_ms(ttl_s)
+        async with self._translated("renew lease"):
+            return bool(await self._eval(_RENEW_LEASE, [self._full(key)], [token, ttl_ms]))
+
+    async def put_many_fenced(
+        self, items: Mapping[str, bytes], *, fence_key: str, token: bytes, delete: Sequence[str] = ()
+    ) -> bool:
+        keys = [self._full(fence_key), *(self._full(k) for k in items), *(self._full(k) for k in delete)]
+        args: list[bytes | int] = [token, len(items), *items.values()]
+        async with self._translated("fenced write"):
+            return bool(await self._eval(_PUT_MANY_FENCED, keys, args))
+
     async def keys(self, prefix: str) -> list[str]:
         pattern = _glob_escape(self._full(prefix)) + "*"
         found: set[str] = set()
@@ -108,6 +159,10 @@ class RedisStore:
 
     def _full(self, key: str) -> str:
         return self._prefix + key
+
+    async def _eval(self, script: str, keys: Sequence[str], args: Sequence[bytes | int | str]) -> object:
+        # EVAL with the source each time: no script cache to lose on a server restart (NOSCRIPT).
+        return await self._redis.eval(script, len(keys), *keys, *args)
 
     @asynccontextmanager
     async def _translated(self, command: str) -> AsyncIterator[None]:
@@ -131,6 +186,12 @@ class RedisStore:
             raise TransientError(f"redis {command}: {exc}") from exc
         except rex.RedisError as exc:
             raise PermanentError(f"redis {command}: {exc}") from exc
+
+
+def _ttl_ms(ttl_s: float) -> int:
+    if ttl_s <= 0:
+        raise InvalidInputError(f"ttl_s must be a positive number of seconds, got {ttl_s}")
+    return max(1, round(ttl_s * 1000))
 
 
 def _glob_escape(text: str) -> str:

@@ -33,6 +33,11 @@ class TopicSpec:
     retention_ms: int | None = None
 
 
+def token_epoch(token: bytes) -> int:
+    """The epoch of a lease token made by `Store.take_lease` (`b"<epoch>/<owner>"`)."""
+    return int(token.split(b"/", 1)[0])
+
+
 StartAt = Callable[[str, int], int | None]
 
 
@@ -85,6 +90,23 @@ class Store(Protocol):
         """True when this call created the key: the basis of every dedupe."""
 
     async def delete(self, key: str) -> None: ...
+
+    async def delete_if_equal(self, key: str, value: bytes) -> bool:
+        """Delete `key` only while it holds `value` (atomic compare-and-delete); True if deleted."""
+
+    async def take_lease(self, key: str, *, epoch_key: str, owner: str, ttl_s: float) -> bytes | None:
+        """When nobody holds `key` (absent or expired): add one to the counter `epoch_key` and set
+        `key` to the token `b"<epoch>/<owner>"` for `ttl_s` seconds, atomically, and return the
+        token. None while another token is there. Epochs only grow: a fencing token."""
+
+    async def renew_lease(self, key: str, token: bytes, *, ttl_s: float) -> bool:
+        """Give `key` `ttl_s` seconds more, only while it still holds `token` (atomic)."""
+
+    async def put_many_fenced(
+        self, items: Mapping[str, bytes], *, fence_key: str, token: bytes, delete: Sequence[str] = ()
+    ) -> bool:
+        """`put_many(items)` and delete `delete`, all or nothing, only while `fence_key` holds
+        `token` (one atomic step). False: refused, nothing written."""
 
     async def keys(self, prefix: str) -> list[str]: ...
 

@@ -7,7 +7,6 @@ import asyncio
 import logging
 import signal
 import sys
-import time
 from pathlib import Path
 
 from rollout_adapters.connections import kafka_bus, redis_store
@@ -20,7 +19,7 @@ from rollout_executor.drivers import build_driver
 from rollout_executor.executor import Executor
 from rollout_executor.ledger import UpgradeLedger
 from rollout_executor.metrics import ExecutorMetrics
-from rollout_executor.service import ExecutorService
+from rollout_executor.service import ExecutorService, bounded_close
 from rollout_executor.settings import ExecutorSettings, load_settings, poll_interval_s
 
 log = logging.getLogger("rollout_executor")
@@ -39,7 +38,7 @@ async def run(settings: ExecutorSettings) -> None:
     store = redis_store(settings)
     metrics = ExecutorMetrics()
     # Wall time, not monotonic: lease periods must agree between processes and hosts.
-    ledger = UpgradeLedger(store, executor_id=settings.executor_id, lease_s=settings.lease_s, clock=time.time)
+    ledger = UpgradeLedger(store, executor_id=settings.executor_id, lease_s=settings.lease_s)
     executor = Executor(
         bus=bus,
         ledger=ledger,
@@ -70,8 +69,8 @@ async def run(settings: ExecutorSettings) -> None:
     finally:
         if status is not None:
             await status.stop()
-        await bus.close()
-        await store.close()
+        await bounded_close("the Kafka clients", bus.close())
+        await bounded_close("the Redis client", store.close())
         log.info("executor %s stopped", settings.executor_id)
 
 

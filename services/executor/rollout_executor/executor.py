@@ -127,22 +127,25 @@ class Executor:
                     return
                 await self._publish(self._result(command, target.cluster, "started"))
                 try:
-                    outcome = await lease.hold(self._run_driver(target))
+                    outcome = await lease.hold(self._run_driver(target, fencing_token=lease.fencing_token))
+                    final = self._result(
+                        command, target.cluster, "succeeded" if outcome.succeeded else "failed", error=outcome.error
+                    )
+                    # Refused (LeaseLostError) when another executor took the lease meanwhile.
+                    await retried(functools.partial(self._ledger.record, target, final, lease=lease), what="record")
                 except LeaseLostError:
-                    continue  # the new holder will record the result; wait for it
-                final = self._result(
-                    command, target.cluster, "succeeded" if outcome.succeeded else "failed", error=outcome.error
-                )
-                await retried(functools.partial(self._ledger.record, target, final), what="record result")
+                    log.warning("%s: lease lost; the new holder will record the result", target.key)
+                    self._metrics.leases_lost.inc()
+                    continue  # wait for the new holder's result
                 await self._publish(final)
                 return
             finally:
                 # Shielded: on cancellation (shutdown) the lease must still be let go of.
                 await asyncio.shield(self._release(lease))
 
-    async def _run_driver(self, target: UpgradeTarget) -> DriverOutcome:
+    async def _run_driver(self, target: UpgradeTarget, *, fencing_token: int) -> DriverOutcome:
         started = time.monotonic()
-        outcome = await self._driver.upgrade(target)
+        outcome = await self._driver.upgrade(target, fencing_token=fencing_token)
         self._metrics.duration.labels(track=target.track.value).observe(time.monotonic() - started)
         self._metrics.upgrades.labels(
             track=target.track.value, outcome="succeeded" if outcome.succeeded else "failed"

@@ -2,8 +2,10 @@
 
 - `executor:claim:<target>`: who first took the target (command id and executor id), written
   once with `put_if_absent`; later claimants read it to log a takeover.
-- `executor:lease:<target>:<period>`: who is upgrading it now (see `lease.Lease`).
-- `executor:result:<target>`: the final UpgradeResult, written before the command's offset is
+- `executor:lease:<target>`: who is upgrading it now, and `executor:lease-epoch:<target>` its
+  fencing token (see `lease.Lease`).
+- `executor:result:<target>`: the final UpgradeResult, written only while the writer still holds
+  the target's lease (a fenced write: a holder that lost it has its result refused), and before the command's offset is
   committed. Once it exists the target is never upgraded again: a replayed or re-sent command
   gets the recorded result re-published instead. A failed upgrade is final too: retrying the
   same version means deleting this key on purpose.
@@ -24,7 +26,7 @@ from pydantic import ValidationError
 from rollout_common.errors import InvalidInputError
 from rollout_common.events import UpgradeResult
 from rollout_common.ports import Store
-from rollout_executor.lease import Clock, Lease
+from rollout_executor.lease import Lease, LeaseLostError
 from rollout_executor.target import UpgradeTarget
 
 
@@ -35,11 +37,10 @@ class Claim:
 
 
 class UpgradeLedger:
-    def __init__(self, store: Store, *, executor_id: str, lease_s: int, clock: Clock) -> None:
+    def __init__(self, store: Store, *, executor_id: str, lease_s: float) -> None:
         self._store = store
         self._executor_id = executor_id
         self._lease_s = lease_s
-        self._clock = clock
 
     async def claim(self, target: UpgradeTarget, *, command_id: str) -> Claim | None:
         """Record this executor as the target's first claimant; else return the earlier claim."""
@@ -56,9 +57,7 @@ class UpgradeLedger:
     def lease(self, target: UpgradeTarget) -> Lease:
         # A fresh token per attempt: two tasks of one executor never mistake each other's lease.
         token = f"{self._executor_id}/{uuid.uuid4().hex[:8]}"
-        return Lease(
-            self._store, key=f"executor:lease:{target.key}", token=token, period_s=self._lease_s, clock=self._clock
-        )
+        return Lease(self._store, key=f"executor:lease:{target.key}", holder=token, lease_s=self._lease_s)
 
     async def result(self, target: UpgradeTarget) -> UpgradeResult | None:
         raw = await self._store.get(f"executor:result:{target.key}")
@@ -69,5 +68,11 @@ class UpgradeLedger:
         except ValidationError as exc:
             raise InvalidInputError(f"stored result of {target.key} is unreadable: {exc}") from exc
 
-    async def record(self, target: UpgradeTarget, result: UpgradeResult) -> None:
-        await self._store.put(f"executor:result:{target.key}", result.model_dump_json(by_alias=True).encode())
+    async def record(self, target: UpgradeTarget, result: UpgradeResult, *, lease: Lease) -> None:
+        """Record the final result, only while `lease` still holds the target (else LeaseLostError)."""
+        token = lease.token
+        value = result.model_dump_json(by_alias=True).encode()
+        if token is None or not await self._store.put_many_fenced(
+            {f"executor:result:{target.key}": value}, fence_key=lease.key, token=token
+        ):
+            raise LeaseLostError(lease.key)

@@ -31,6 +31,11 @@ class ExecutorMetrics:
             buckets=_DURATION_BUCKETS,
             registry=self.registry,
         )
+        self.leases_lost = Counter(
+            "rollout_executor_leases_lost",
+            "Upgrades stopped (or results refused) because the target's lease was lost",
+            registry=self.registry,
+        )
         self.batches = Counter(
             "rollout_executor_batches", "Batches of commands handled and committed", registry=self.registry
         )

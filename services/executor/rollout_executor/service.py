@@ -3,6 +3,9 @@
 On SIGTERM the batch in hand gets `shutdown_grace_s` to finish (and is then committed);
 after that it is abandoned: its upgrades are cancelled, leases released and nothing committed,
 so the group's next owner of the partitions handles it again without double upgrades.
+A poll retrying against an unreachable broker is abandoned at once, and closing the clients
+is bounded (`CLOSE_S` each), so SIGTERM ends the process within `shutdown_grace_s` + a few
+`CLOSE_S` even with Kafka or Redis down.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from rollout_common.errors import TransientError
 from rollout_common.ports import Bus, Consumer, Record
@@ -21,6 +26,34 @@ from rollout_executor.settings import ExecutorSettings
 log = logging.getLogger(__name__)
 
 _POLL_TIMEOUT_S = 1.0
+# Closing a client may wait on a broker that is gone (leaving the group, flushing): bounded.
+CLOSE_S = 5.0
+T = TypeVar("T")
+
+
+async def bounded_close(what: str, closing: Awaitable[object]) -> None:
+    """Close a client, giving up after CLOSE_S: a shutdown must not wait on a dead server."""
+    try:
+        await asyncio.wait_for(closing, CLOSE_S)
+    except TimeoutError:
+        log.warning("closing %s took over %.0f s; gave up", what, CLOSE_S)
+    except Exception as exc:  # a client failing to close must not stop the others
+        log.warning("closing %s failed: %s", what, exc)
+
+
+async def unless_stopped(work: Awaitable[T], stop: asyncio.Event) -> T | None:
+    """`work`'s result, or None (and `work` cancelled) as soon as `stop` is set."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        return task.result() if task.done() else None
+    finally:
+        stopping.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 class ExecutorService:
@@ -34,20 +67,22 @@ class ExecutorService:
         prefix = self._settings.topic_prefix
         if self._settings.create_topics:
             specs = [topic.spec(prefix) for topic in (STAGE_ADVANCE, UPGRADE_RESULTS, DEAD_LETTER)]
-            await retried(lambda: self._bus.ensure_topics(specs), what="create topics")
+            await unless_stopped(retried(lambda: self._bus.ensure_topics(specs), what="create topics"), stop)
         consumer = self._bus.consumer([prefix + STAGE_ADVANCE.name], group=self._settings.group_id)
         try:
             await self._loop(consumer, stop)
         finally:
             self.ready = False
-            await consumer.close()
+            await bounded_close("the consumer", consumer.close())
 
     async def _loop(self, consumer: Consumer, stop: asyncio.Event) -> None:
         max_records = self._settings.batch_max_records
         while not stop.is_set():
-            records = await retried(
-                lambda: consumer.poll(max_records=max_records, timeout_s=_POLL_TIMEOUT_S), what="poll"
+            records = await unless_stopped(
+                retried(lambda: consumer.poll(max_records=max_records, timeout_s=_POLL_TIMEOUT_S), what="poll"), stop
             )
+            if records is None:
+                return
             self.ready = True
             if not records:
                 continue

@@ -53,6 +53,12 @@ class ExecutorSettings(RedisServiceSettings):
     executor_id: str = Field(default_factory=_default_executor_id)
     max_concurrent_upgrades: int = Field(default=5, ge=1, description="clusters upgraded at once")
     batch_max_records: int = Field(default=10, ge=1, description="commands taken per poll")
+    max_clusters_per_command: int = Field(
+        default=50,
+        ge=1,
+        description="the most clusters one stage-advance command names (the rollout's maxNew): sizes the default "
+        "max_poll_interval_s, since upgrades run max_concurrent_upgrades clusters at a time across the batch",
+    )
     lease_s: int = Field(default=30, ge=1, description="a dead executor's claim is taken over after 1-2x this")
     shutdown_grace_s: float = Field(default=10.0, ge=0.0)
     driver: DriverKind = DriverKind.SIMULATED
@@ -65,7 +71,8 @@ class ExecutorSettings(RedisServiceSettings):
         default=None,
         gt=0.0,
         description="longest batch before the member leaves the group; default: the longest a batch can take "
-        "(upgrade duration or command timeout x rounds of max_concurrent_upgrades) plus a margin",
+        "(upgrade duration or command timeout x rounds: batch_max_records x max_clusters_per_command clusters, "
+        "max_concurrent_upgrades at a time) plus a margin",
     )
     metrics_host: str = "0.0.0.0"
     metrics_port: int = Field(default=9464, ge=0, le=65535, description="0 disables the HTTP endpoints")
@@ -78,7 +85,8 @@ def poll_interval_s(settings: ExecutorSettings) -> float:
     only breaks `max_poll_interval_ms`, after which the member leaves the group and its commit is
     refused (the batch is redelivered and re-published from the ledger, upgrading nothing twice,
     but the work of a whole batch is repeated). The executor therefore allows the longest a batch
-    can take: its upgrades run `max_concurrent_upgrades` at a time, each bounded by the driver.
+    can take: its clusters (up to `batch_max_records` commands of up to `max_clusters_per_command`
+    each) are upgraded `max_concurrent_upgrades` at a time, each bounded by the driver.
     """
     if settings.max_poll_interval_s is not None:
         return settings.max_poll_interval_s
@@ -86,7 +94,8 @@ def poll_interval_s(settings: ExecutorSettings) -> float:
         per_upgrade = settings.command.timeout_s
     else:
         per_upgrade = max(settings.simulated.durations_s.values(), default=0.0) * settings.simulated.time_scale
-    rounds = -(-settings.batch_max_records // settings.max_concurrent_upgrades)
+    clusters = settings.batch_max_records * settings.max_clusters_per_command
+    rounds = -(-clusters // settings.max_concurrent_upgrades)
     return max(300.0, rounds * per_upgrade * 1.5 + 60.0)
 
 

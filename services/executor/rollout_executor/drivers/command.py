@@ -3,9 +3,15 @@
 The argv goes to exec, never a shell (`rollout_adapters.argv_command`), and cluster and version are checked
 against strict patterns first, so a name such as `c1; rm -rf /` is refused, not run. Exit code 0
 is success; otherwise the last lines of stderr are the error.
+
+The program's environment is the executor's plus `ROLLOUT_FENCING_TOKEN`, the epoch of the
+executor's lease on the target (a decimal integer that only grows from one holder to the next):
+a program can pass it on to, or check it against, what it upgrades and refuse a stale holder.
 """
 
 from __future__ import annotations
+
+import os
 
 from rollout_adapters.argv_command import run_argv
 from rollout_common.errors import InvalidInputError
@@ -14,6 +20,7 @@ from rollout_executor.settings import CommandDriverSettings
 from rollout_executor.target import UpgradeTarget, check_cluster_name, check_version
 
 _MAX_ERROR_CHARS = 2000
+FENCING_TOKEN_VARIABLE = "ROLLOUT_FENCING_TOKEN"
 
 
 class CommandDriver:
@@ -30,12 +37,13 @@ class CommandDriver:
         version = check_version(target.version)
         return [self._settings.executable, *self._settings.args, cluster, target.track.value, version]
 
-    async def upgrade(self, target: UpgradeTarget) -> DriverOutcome:
+    async def upgrade(self, target: UpgradeTarget, *, fencing_token: int) -> DriverOutcome:
         try:
             argv = self.argv(target)
         except InvalidInputError as exc:
             return DriverOutcome(succeeded=False, error=f"rejected: {exc}")
-        outcome = await run_argv(argv, timeout_s=self._settings.timeout_s)
+        env = {**os.environ, FENCING_TOKEN_VARIABLE: str(fencing_token)}
+        outcome = await run_argv(argv, timeout_s=self._settings.timeout_s, env=env)
         if outcome.succeeded:
             return DriverOutcome(succeeded=True)
         return DriverOutcome(

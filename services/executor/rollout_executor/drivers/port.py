@@ -18,8 +18,11 @@ class UpgradeDriver(Protocol):
     """Runs one upgrade to its end. A failed upgrade is an outcome, not an exception.
 
     Cancellation (executor shutdown, lost lease) must stop the work it started.
+    `fencing_token` is the epoch of the executor's lease on the target: it only grows from one
+    holder to the next, so the system upgraded can refuse an order with a smaller token than one
+    it has already seen (a stale holder).
     """
 
     name: str
 
-    async def upgrade(self, target: UpgradeTarget) -> DriverOutcome: ...
+    async def upgrade(self, target: UpgradeTarget, *, fencing_token: int) -> DriverOutcome: ...

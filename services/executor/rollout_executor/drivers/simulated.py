@@ -21,7 +21,7 @@ class SimulatedDriver:
         self._settings = settings
         self._random = random.Random(settings.seed)
 
-    async def upgrade(self, target: UpgradeTarget) -> DriverOutcome:
+    async def upgrade(self, target: UpgradeTarget, *, fencing_token: int) -> DriverOutcome:
         seconds = self._settings.durations_s.get(target.track, 0.0) * self._settings.time_scale
         await asyncio.sleep(seconds)
         if target.cluster in self._settings.failing_clusters:

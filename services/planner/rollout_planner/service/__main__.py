@@ -10,6 +10,7 @@ from pathlib import Path
 from rollout_common import json_logging
 from rollout_common.errors import InvalidInputError, PermanentError
 from rollout_planner.service.checkpoint import IncompatibleSnapshotError
+from rollout_planner.service.journal import JournalGapError
 from rollout_planner.service.runtime import serve
 from rollout_planner.service.settings import load_settings
 
@@ -28,6 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     json_logging.configure(settings.log_level)
     try:
         asyncio.run(serve(settings))
+    except JournalGapError as exc:
+        # Restarting cannot help: the store needs an operator (the message says what to do).
+        print(f"error: {exc}", file=sys.stderr)
+        return 4
     except IncompatibleSnapshotError as exc:
         # A state this version cannot read is a setup problem, like bad settings: exit 2.
         print(f"error: {exc}", file=sys.stderr)

@@ -5,16 +5,36 @@ engine is deterministic, so the planner instead journals each batch's events and
 in the same atomic write as its checkpoint, and writes a full snapshot every so often. A
 restart loads the last snapshot and replays the journal entries after it through `decide`,
 reaching exactly the state that had been persisted (the restart tests prove the equivalence).
+
+Each entry names the engine version that decided it (`ENGINE_VERSION`): replaying entries of
+another version may reach another state, so the planner says so when it does; a clean stop
+writes a full snapshot, so an upgrade by stop-and-start replays nothing. A missing entry is a
+`JournalGapError`: the planner cannot know what the missing batches decided, and stops with
+exit code 4 and what to do rather than guess.
 """
 
 from __future__ import annotations
 
+from importlib import metadata
+
 from pydantic import BaseModel, ConfigDict
 
+from rollout_common.errors import PermanentError
 from rollout_common.events import Event
+from rollout_planner.engine.snapshot import FORMAT_VERSION
 
 JOURNAL_PREFIX = "planner/journal/"
 SNAPSHOT_BATCH_KEY = "planner/snapshot-batch"
+# The package version and the snapshot format: what decided a journaled batch.
+ENGINE_VERSION = f"{metadata.version('rollout')}+snapshot.{FORMAT_VERSION}"
+GAP_REMEDY = (
+    "restore the store from a backup (docs/operations.md#backing-up-redis); "
+    "the planner does not guess what the missing batches decided"
+)
+
+
+class JournalGapError(PermanentError):
+    """A journal entry between the snapshot and the checkpoint is missing (exit code 4)."""
 
 
 class JournalEntry(BaseModel):
@@ -23,6 +43,8 @@ class JournalEntry(BaseModel):
     batch: int
     now: float
     events: tuple[Event, ...]
+    # Absent from entries written before versions were recorded.
+    engine_version: str | None = None
 
 
 def journal_key(batch: int) -> str:
@@ -31,7 +53,8 @@ def journal_key(batch: int) -> str:
 
 
 def encode_entry(*, batch: int, now: float, events: list[Event]) -> bytes:
-    return JournalEntry(batch=batch, now=now, events=tuple(events)).model_dump_json(by_alias=True).encode()
+    entry = JournalEntry(batch=batch, now=now, events=tuple(events), engine_version=ENGINE_VERSION)
+    return entry.model_dump_json(by_alias=True).encode()
 
 
 def decode_entry(data: bytes) -> JournalEntry:

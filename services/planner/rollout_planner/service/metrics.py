@@ -44,6 +44,11 @@ class PlannerMetrics:
         self.dead_letters = Counter(
             "rollout_planner_dead_letters", "records sent to the dead-letter topic", registry=self.registry
         )
+        self.lease_lost = Counter(
+            "rollout_planner_lease_lost",
+            "times this planner lost its lease and went back to standby (BUS-8)",
+            registry=self.registry,
+        )
         self.decision_seconds = Histogram(
             "rollout_planner_decision_seconds",
             "time spent in one decide call",

@@ -41,11 +41,16 @@ from rollout_planner.service.checkpoint import (
 from rollout_planner.service.clock import Clock
 from rollout_planner.service.intake import Intake, in_decision_order
 from rollout_planner.service.journal import (
+    ENGINE_VERSION,
+    GAP_REMEDY,
     SNAPSHOT_BATCH_KEY,
+    JournalGapError,
     decode_entry,
     encode_entry,
     journal_key,
 )
+from rollout_planner.service.leadership import LeaseLostError
+from rollout_planner.service.lease_keeper import PlannerLease
 from rollout_planner.service.metrics import PlannerMetrics
 from rollout_planner.service.outbox import Outbox, OutboxMessage
 from rollout_planner.service.settings import PlannerSettings
@@ -69,6 +74,7 @@ class Planner:
         clock: Clock,
         initial_state: InitialState,
         metrics: PlannerMetrics | None = None,
+        lease: PlannerLease | None = None,
     ) -> None:
         self._bus = bus
         self._store = store
@@ -79,11 +85,16 @@ class Planner:
         self.dead_letters = DeadLetterMetrics(self.metrics.registry)
         self._intake = Intake(prefix=settings.topic_prefix)
         self._consumer: Consumer | None = None
+        self._stopping = asyncio.Event()
+        self.ready = False
+        self.lease = lease or PlannerLease(store, ttl_s=settings.lease_ttl_s, retry_s=settings.lease_retry_s)
+        self._new_term()
+
+    def _new_term(self) -> None:
+        """Forget everything held in memory: a term starts from the store (after taking the lease)."""
         self._state: EngineState | None = None
         self.checkpoint = Checkpoint()
         self._published = 0
-        self._stopping = asyncio.Event()
-        self.ready = False
         self._restored = False
         # when the last full snapshot and status document were written (batch number, wall time)
         self._snapshot_batch = 0
@@ -99,7 +110,10 @@ class Planner:
     # -- life cycle ----------------------------------------------------------------------
 
     async def start(self) -> bool:
-        """Create topics, restore or build the state, finish an interrupted publish; False if stopped first."""
+        """Stand by until this planner holds the lease (BUS-8), create topics, restore or build the
+        state, finish an interrupted publish; False if stopped first."""
+        if not await self.lease.wait_until_held(self._stopping):
+            return False
         if self._settings.create_topics:
             specs = [topic.spec(self._settings.topic_prefix) for topic in ALL]
             await self._retrying("create topics", lambda: self._bus.ensure_topics(specs))
@@ -116,17 +130,52 @@ class Planner:
         return True
 
     async def run(self) -> None:
-        """Start, then handle batches until `stop()`."""
+        """Start, then handle batches until `stop()`; a lost lease sends the planner back to standby."""
         try:
-            if not await self.start():
-                return
             while not self._stopping.is_set():
-                await self.step()
+                try:
+                    await self._term()
+                except LeaseLostError as exc:
+                    await self._back_to_standby(exc)
         finally:
             await self.close()
 
+    async def _term(self) -> None:
+        """One term as the active planner: from taking the lease to a clean stop."""
+        if not await self.start():
+            return
+        while not self._stopping.is_set():
+            await self.step()
+        await self._stop_snapshot()
+
     def stop(self) -> None:
         self._stopping.set()
+
+    async def _back_to_standby(self, lost: LeaseLostError) -> None:
+        """Another planner is active (or ours lapsed): drop the consumer and all state held in
+        memory, and stand by again; the next term restores whatever the active one wrote."""
+        log.warning("back to standby", extra={"reason": str(lost)})
+        self.metrics.lease_lost.inc()
+        self.ready = False
+        if self._consumer is not None:
+            with contextlib.suppress(TransientError, PermanentError):
+                await self._consumer.close()
+            self._consumer = None
+        self.lease = PlannerLease(
+            self._store, ttl_s=self._settings.lease_ttl_s, retry_s=self._settings.lease_retry_s, owner=self.lease.owner
+        )
+        self._new_term()
+
+    async def _stop_snapshot(self) -> None:
+        """A clean stop writes a full snapshot, so the next start replays no journal."""
+        if self._state is None or self.checkpoint.batch == self._snapshot_batch:
+            return
+        try:
+            await self._write_snapshot()
+        except TransientError as exc:  # the store is down: the journal already holds every batch
+            log.warning("no snapshot on stop: the store is unreachable", extra={"error": str(exc)})
+            return
+        log.info("snapshot written on stop", extra={"batch": self.checkpoint.batch})
 
     def _checkpointed_offset(self, topic: str, partition: int) -> int | None:
         """Where a partition is read from: the checkpoint's next offset when a snapshot was restored
@@ -141,12 +190,14 @@ class Planner:
         if self._consumer is not None:
             await self._consumer.close()
             self._consumer = None
+        await self.lease.release()
 
     # -- one batch -----------------------------------------------------------------------
 
     async def step(self) -> int:
         """Poll once and handle what came (or a due timer); returns how many records were polled."""
         assert self._consumer is not None, "start() first"
+        await self.lease.keep()
         await self._flush_outbox()
         try:
             records = await self._consumer.poll(
@@ -177,6 +228,7 @@ class Planner:
             self.checkpoint.wake_at = None  # fired; the engine names the next one, if any
             events.append(WakeUp())
         events = in_decision_order(events)
+        self.lease.check()  # a planner that lost its lease decides nothing more (BUS-8)
         commands = self._decide(events, now) if events else []
         outbox.add_commands(commands)
         self._follow_timer(commands)
@@ -273,7 +325,7 @@ class Planner:
         if urgent or wall - self._status_wall >= self._settings.status_interval_s:
             items[STATUS_KEY] = encode_status(self.state, batch=batch)
             self._status_wall = wall
-        await self._retrying("persist the batch", lambda: self._store.put_many(items))
+        await self._retrying("persist the batch", lambda: self.lease.put_many(items))
         if STATUS_KEY in items:
             self.metrics.observe_status(items[STATUS_KEY])
         self.metrics.last_batch.set(batch)
@@ -291,10 +343,10 @@ class Planner:
             SNAPSHOT_BATCH_KEY: str(batch).encode(),
             CHECKPOINT_KEY: self.checkpoint.model_dump_json().encode(),
         }
-        await self._retrying("write the snapshot", lambda: self._store.put_many(items))
-        previous, self._snapshot_batch, self._snapshot_wall = self._snapshot_batch, batch, time.monotonic()
-        for old in range(previous, batch + 1):
-            await self._retrying("trim the journal", functools.partial(self._store.delete, journal_key(old)))
+        # The journal entries the snapshot makes unnecessary go in the same atomic write.
+        trimmed = [journal_key(old) for old in range(self._snapshot_batch, batch + 1)]
+        await self._retrying("write the snapshot", lambda: self.lease.put_many(items, delete=trimmed))
+        self._snapshot_batch, self._snapshot_wall = batch, time.monotonic()
 
     async def _replay_journal(self) -> None:
         """Bring the loaded snapshot up to the checkpoint by deciding the journaled batches again."""
@@ -306,8 +358,17 @@ class Planner:
         stored = await self._retrying("read the journal", lambda: self._store.get_many(keys))
         for batch, data in zip(wanted, stored, strict=True):
             if data is None:
-                raise ValueError(f"the journal has no entry for batch {batch} (snapshot at batch {base})")
+                missing = [b for b, d in zip(wanted, stored, strict=True) if d is None]
+                raise JournalGapError(
+                    f"the journal misses {len(missing)} batch(es) from {missing[0]} to {missing[-1]} between the "
+                    f"snapshot (batch {base}) and the checkpoint (batch {self.checkpoint.batch}): {GAP_REMEDY}"
+                )
             entry = decode_entry(data)
+            if entry.engine_version != ENGINE_VERSION:
+                log.warning(
+                    "replaying a batch another engine version decided",
+                    extra={"batch": batch, "written_by": entry.engine_version, "replayed_by": ENGINE_VERSION},
+                )
             decide(self.state, EventBatch(events=entry.events), entry.now)
         if wanted:
             log.info("replayed the journal", extra={"from_batch": base + 1, "to_batch": self.checkpoint.batch})
@@ -317,10 +378,12 @@ class Planner:
         if self._published >= self.checkpoint.batch or not self.checkpoint.outbox:
             self._published = self.checkpoint.batch
             return
+        self.lease.check()
         for message in self.checkpoint.outbox:
             await self._retrying(f"publish to {message.topic}", functools.partial(self._publish, message))
         batch = self.checkpoint.batch
-        await self._retrying("mark the outbox published", lambda: self._store.put(PUBLISHED_KEY, str(batch).encode()))
+        published = {PUBLISHED_KEY: str(batch).encode()}
+        await self._retrying("mark the outbox published", lambda: self.lease.put_many(published))
         self._published = batch
 
     async def _publish(self, message: OutboxMessage) -> None:

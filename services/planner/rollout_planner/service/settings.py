@@ -48,6 +48,13 @@ class PlannerSettings(RedisServiceSettings):
         default=1.0, ge=0, description="rewrite the status document at most this often (state changes: at once)"
     )
     sequence_wait_s: float = Field(default=2.0, gt=0, description="how often to look for a sequence to plan")
+    lease_ttl_s: float = Field(
+        default=10.0,
+        ge=1.0,
+        description="one planner at a time (BUS-8): the active planner's lease lasts this long unless renewed "
+        "(every third of it); a standby takes over within lease_ttl_s + lease_retry_s of the last renewal",
+    )
+    lease_retry_s: float = Field(default=1.0, gt=0, description="how often a standby planner tries to take the lease")
 
 
 def load_settings(config_file: Path | None = None) -> PlannerSettings:
