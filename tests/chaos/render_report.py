@@ -28,6 +28,7 @@ KINDS = {
     "move": "inventory: a cluster moved to the next stage",
     "remove": "inventory: a cluster removed",
     "bad_records": "bad records (not JSON, wrong schema) on every input topic",
+    "second_planner": "a second planner on the same namespace (BUS-8), kept running",
 }
 
 

@@ -75,6 +75,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 SEEDS = int(os.environ.get("ROLLOUT_CHAOS_SEEDS", "10"))
 FAULTS_PER_SEED = int(os.environ.get("ROLLOUT_CHAOS_FAULTS", "2"))
 INPUT_FAULTS_PER_SEED = int(os.environ.get("ROLLOUT_CHAOS_INPUT_FAULTS", "2"))
+# BUS-8: a second planner on the same namespace, started mid-rollout in every seed and kept running
+SECOND_PLANNER = os.environ.get("ROLLOUT_CHAOS_SECOND_PLANNER", "1") == "1"
 REPORT_PATH = os.environ.get("ROLLOUT_CHAOS_REPORT")
 
 OLD = "1.30.5-gke.1000"
@@ -110,6 +112,7 @@ STAGES: dict[str, tuple[int, dict[str, Any]]] = {
 TIME_SCALE = 7200.0  # engine seconds per wall second: each 1 h soak takes half a second
 UPGRADE_S = 0.25  # simulated duration of each track's upgrade
 LEASE_S = 2
+PLANNER_LEASE_S = 3
 EXECUTORS = 3
 KINDS = ("planner", "executor", "monitor", "reporter", "broker", "redis")
 COMPLETE_TIMEOUT_S = 180.0
@@ -178,6 +181,9 @@ def schedule(seed: int, count: int, input_count: int = 0) -> list[Fault]:
     """Process and server faults as before (seed s includes kind s mod 6), then the input faults
     drawn apart (seed s includes kind s mod 4), so the process faults of a seed stay as they were."""
     faults = _process_faults(seed, count) + _input_faults(seed, input_count)
+    if SECOND_PLANNER:
+        at = random.Random(7919 * seed + 2).uniform(0.05, 0.6)
+        faults.append(Fault(kind="second_planner", at_fraction=round(at, 3), down_s=0.0, target="planner-b"))
     return sorted(faults, key=lambda f: f.at_fraction)
 
 
@@ -328,6 +334,9 @@ def start_services(processes: ChaosProcesses, run: Seed) -> None:
             "ROLLOUT_POLL_TIMEOUT_S": "0.2",
             "ROLLOUT_RETRY_BACKOFF_MAX_S": "2",
             "ROLLOUT_SEQUENCE_WAIT_S": "0.3",
+            # BUS-8: a standby takes over within lease TTL + retry of the active one's last renewal
+            "ROLLOUT_LEASE_TTL_S": str(PLANNER_LEASE_S),
+            "ROLLOUT_LEASE_RETRY_S": "0.5",
         },
     )
     for number in range(EXECUTORS):
@@ -517,6 +526,10 @@ async def inject(
     fault.fired_at = started
     if fault.kind in INPUT_KINDS:
         await inputs.inject(fault, serial)
+    elif fault.kind == "second_planner":
+        # the same command line and environment as the planner: what a second replica would run
+        processes.start(fault.target, processes.specs["planner"].module_args, processes.specs["planner"].env)
+        fault.detail = "started beside the planner, kept running"
     elif fault.kind in ("planner", "executor", "monitor", "reporter"):
         processes.kill(fault.target)
         await asyncio.sleep(fault.down_s)
