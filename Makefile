@@ -67,14 +67,16 @@ infra-fetch: venv kube-build  ## fetch the Kafka broker's jars with Maven and bu
 bench: venv  ## engine, Kafka, latency, executor-scaling and whole-rollout benchmarks; writes docs/benchmarks.md (~12 min)
 	$(PY) -m bench.run
 
-## nightly fault injection: the chaos test with more seeds and faults (CI runs 10 seeds x 2 faults
-## inside `make test`); writes the JSON summary and renders it into docs/reliability.md
+## nightly fault injection: the chaos test with more seeds and faults (CI runs 10 seeds x 2 process
+## faults + 2 input faults inside `make test`); writes the JSON summary and renders it into docs/reliability.md
 CHAOS_SEEDS ?= 50
 CHAOS_FAULTS ?= 4
+CHAOS_INPUT_FAULTS ?= 4
 CHAOS_REPORT ?= build/chaos-report.json
 .PHONY: chaos
-chaos: venv infra-fetch  ## SIGKILLs, broker and Redis restarts during real rollouts; audit of every seed
-	ROLLOUT_CHAOS_SEEDS=$(CHAOS_SEEDS) ROLLOUT_CHAOS_FAULTS=$(CHAOS_FAULTS) ROLLOUT_CHAOS_REPORT=$(CHAOS_REPORT) \
+chaos: venv infra-fetch  ## SIGKILLs, restarts, inventory changes and bad records during real rollouts; gate audit of every seed
+	ROLLOUT_CHAOS_SEEDS=$(CHAOS_SEEDS) ROLLOUT_CHAOS_FAULTS=$(CHAOS_FAULTS) ROLLOUT_CHAOS_INPUT_FAULTS=$(CHAOS_INPUT_FAULTS) \
+		ROLLOUT_CHAOS_REPORT=$(CHAOS_REPORT) \
 		$(BIN)/pytest -q tests/chaos; status=$$?; \
 		$(PY) tests/chaos/render_report.py $(CHAOS_REPORT) docs/reliability.md; exit $$status
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from rollout_common.topics import ALL
 
@@ -49,6 +50,40 @@ async def read_topic(
         return records
     finally:
         await consumer.stop()
+
+
+async def caught_up(bootstrap: str, group: str, topics: Sequence[str], *, timeout_s: float = 120.0) -> None:
+    """Wait until `group` has committed every record now on `topics` (lag 0 on each partition).
+
+    The services commit a record only once what they do about it is published, so afterwards a
+    test reading their output sees every answer, a wrongly repeated one included: the condition a
+    fixed "room for a repeat to show up" wait stood for. The bound is generous, for a loaded machine.
+    """
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await admin.start()
+    await consumer.start()
+    behind: dict[TopicPartition, int] = {}
+    try:
+        partitions = [TopicPartition(t, p) for t in topics for p in range(_partition_count(t))]
+        async with asyncio.timeout(timeout_s):
+            while True:
+                committed = await admin.list_consumer_group_offsets(group)
+                ends = await consumer.end_offsets(partitions)
+                behind = {}
+                for tp, end in ends.items():
+                    meta = committed.get(tp)
+                    done = meta.offset if meta is not None and meta.offset >= 0 else 0
+                    if end > done:
+                        behind[tp] = end - done
+                if not behind:
+                    return
+                await asyncio.sleep(0.2)
+    except TimeoutError:
+        raise AssertionError(f"group {group} still behind after {timeout_s:g} s: {behind}") from None
+    finally:
+        await consumer.stop()
+        await admin.close()
 
 
 def _partition_count(topic: str) -> int:

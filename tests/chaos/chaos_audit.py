@@ -11,6 +11,11 @@ first publication cannot have influenced that batch. Every gate check below coun
 planner *certainly* saw as unfinished or unavailable, so a finding is a real violation, never an
 artefact of reconstruction; the price is that a violation hidden by the reconstruction's blind
 spots (records the planner had not yet polled) goes unseen.
+
+Membership (SEQ-6) is taken from the planner's own `SEQ-6` notices on the progress topic: the
+topic is one partition written in decision order, so a notice before a batch is a change the
+planner had applied when it decided that batch. Partitions are recomputed from that membership
+with the stage's strategy (PART-3, PART-4), as the shared conformance checker does.
 """
 
 from __future__ import annotations
@@ -18,10 +23,16 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from rollout_common.commands import StageAdvance
+from rollout_common.events import Readiness, UpgradeResult
 
 TRACKS = ("controlPlane", "nodes")
 
@@ -55,8 +66,13 @@ def decode(
     headers: Iterable[tuple[str, bytes | None]],
     value: bytes | None,
 ) -> Rec:
+    """A record whose value is not a JSON object (the schedule injects such) gets an empty body."""
     text = {name: (data or b"").decode(errors="replace") for name, data in headers}
-    return Rec(topic, partition, offset, ts_ms, text, json.loads(value) if value else {})
+    try:
+        body = json.loads(value) if value else {}
+    except (ValueError, RecursionError):
+        body = {}
+    return Rec(topic, partition, offset, ts_ms, text, body if isinstance(body, dict) else {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +84,31 @@ class PartitionPlan:
 
 @dataclass(frozen=True, slots=True)
 class StagePlan:
+    """A stage as the fleet defines it: its strategy and its members at the start."""
+
     name: str
-    max_new: int
-    max_unavailable_partitions: int
-    partitions: tuple[PartitionPlan, ...]
+    strategy: Mapping[str, Any]
+    members: tuple[str, ...]
+
+    @property
+    def max_new(self) -> int:
+        return int(self.strategy.get("maxNew", 50))
+
+    @property
+    def max_unavailable_partitions(self) -> int:
+        return int(self.strategy.get("maxUnavailablePartitions", 0))
+
+    def partitions(self, members: Iterable[str] | None = None) -> list[PartitionPlan]:
+        return auto_partitions(list(self.members if members is None else members), self.strategy)
+
+
+@dataclass(frozen=True, slots=True)
+class GateSample:
+    """A partition's unavailable count (GATE-1) at one instant, as far as the planner certainly knew."""
+
+    t_ms: int
+    unavailable: int
+    max_unavailable: int
 
 
 @dataclass
@@ -82,15 +119,35 @@ class Audit:
     explained_duplicates: int = 0  # of those, the ones an executor kill mid-upgrade explains
     missing: int = 0
     batches: int = 0
-    batches_gate_checked: int = 0
+    batches_gate_checked: int = 0  # batches whose partition and gates were rebuilt and checked
+    gate1_checks: int = 0  # further batches of a partition, checked against its unavailable count
+    gate3_checks: int = 0  # batches of a partition after the first, checked against the earlier ones
     oversize_batches: int = 0
     gate1_violations: int = 0
     gate3_violations: int = 0
     decided_twice: int = 0
     completed_tracks: int = 0
+    membership_changes: int = 0  # SEQ-6 notices that changed a cluster's stage after the start
+    removed: list[str] = field(default_factory=list)
+    final_stage_of: dict[str, str] = field(default_factory=dict)  # membership the notices end on
+    # "stage/position" -> the partition's unavailable count at every batch of its stage and every
+    # result or readiness of its members (the GATE-1 timeline)
+    timeline: dict[str, list[GateSample]] = field(default_factory=dict)
 
     def find(self, text: str) -> None:
         self.findings.append(text)
+
+    @property
+    def gate_violations(self) -> int:
+        return self.gate1_violations + self.gate3_violations
+
+    @property
+    def peak_unavailable(self) -> dict[str, tuple[int, int]]:
+        """Per partition: the most clusters it ever had certainly unavailable, and its maxUnavailable."""
+        return {
+            key: max(((s.unavailable, s.max_unavailable) for s in samples), default=(0, 0))
+            for key, samples in self.timeline.items()
+        }
 
 
 # -- partitions the fleet must have, by PART-3/PART-4, computed here and not asked of the planner --
@@ -125,24 +182,82 @@ def auto_partitions(names: Sequence[str], strategy: Mapping[str, Any]) -> list[P
 # -- the audit -----------------------------------------------------------------------------------
 
 
-def first_publications(progress: Sequence[Rec], stage_advance: Sequence[Rec]) -> list[tuple[int, dict[str, Any]]]:
-    """(earliest timestamp, body) per batch, in the planner's decision order (the progress topic
-    is one partition). A batch re-published after a planner restart keeps its id and counts once."""
+def _valid(model: type[BaseModel], body: Mapping[str, Any]) -> bool:
+    try:
+        model.model_validate(body)
+    except ValidationError:
+        return False
+    return True
+
+
+_MOVED = re.compile(r"^cluster (?P<name>\S+) moved from (?P<before>.+) to (?P<after>.+)$")
+_LEFT = re.compile(r"^cluster (?P<name>\S+) left the inventory$")
+_NO_STAGE = "no stage"
+
+
+@dataclass
+class Membership:
+    """Which stage each cluster is in, as the planner's SEQ-6 notices say, applied in their order."""
+
+    stage_of: dict[str, str]
+    removed: set[str] = field(default_factory=set)
+    changes: int = 0
+
+    @classmethod
+    def start(cls, plans: Mapping[str, StagePlan]) -> Membership:
+        return cls({c: stage for stage, plan in plans.items() for c in plan.members})
+
+    def apply(self, notice: Mapping[str, Any]) -> bool:
+        """Apply one notice; True when it changed a cluster's stage or removed it."""
+        if notice.get("code") != "SEQ-6":
+            return False
+        message = str(notice.get("message", ""))
+        if left := _LEFT.match(message):
+            name = left["name"]
+            self.removed.add(name)
+            changed = self.stage_of.pop(name, None) is not None
+        elif moved := _MOVED.match(message):
+            name, after = moved["name"], moved["after"]
+            self.removed.discard(name)
+            before = self.stage_of.get(name)
+            if after == _NO_STAGE:
+                self.stage_of.pop(name, None)
+            else:
+                self.stage_of[name] = after
+            changed = before != self.stage_of.get(name)
+        else:
+            return False
+        self.changes += changed
+        return changed
+
+    def members(self, stage: str) -> list[str]:
+        return sorted(c for c, s in self.stage_of.items() if s == stage)
+
+
+def decision_stream(progress: Sequence[Rec], stage_advance: Sequence[Rec]) -> list[tuple[int, dict[str, Any]]]:
+    """The planner's batches (first publication, with the earliest timestamp of either topic) and
+    SEQ-6 notices, in decision order; a record re-published after a restart counts once."""
     earliest: dict[str, int] = {}
     for rec in stage_advance:
-        cid = rec.body["commandId"]
-        earliest[cid] = min(earliest.get(cid, rec.ts_ms), rec.ts_ms)
+        cid = rec.body.get("commandId")
+        if isinstance(cid, str):
+            earliest[cid] = min(earliest.get(cid, rec.ts_ms), rec.ts_ms)
     seen: set[str] = set()
-    ordered = []
+    stream = []
     for rec in progress:
-        if rec.body.get("kind") != "stage_advance":
+        kind = rec.body.get("kind")
+        if kind == "stage_advance":
+            key = rec.body["commandId"]
+            at = min(earliest.get(key, rec.ts_ms), rec.ts_ms)
+        elif kind == "notice" and rec.body.get("code") == "SEQ-6":
+            key, at = f"notice {rec.ce_id}", rec.ts_ms
+        else:
             continue
-        cid = rec.body["commandId"]
-        if cid in seen:
+        if key in seen:
             continue
-        seen.add(cid)
-        ordered.append((min(earliest.get(cid, rec.ts_ms), rec.ts_ms), dict(rec.body)))
-    return ordered
+        seen.add(key)
+        stream.append((at, dict(rec.body)))
+    return stream
 
 
 def audit(
@@ -157,15 +272,26 @@ def audit(
     lease_s: float,
 ) -> Audit:
     report = Audit()
-    batches = first_publications(progress, stage_advance)
+    # records the services dead-letter (the schedule injects such) are no facts
+    results = [r for r in results if _valid(UpgradeResult, r.body)]
+    stage_advance = [r for r in stage_advance if _valid(StageAdvance, r.body)]
+    readiness = [r for r in readiness if _valid(Readiness, r.body)]
+    stream = decision_stream(progress, stage_advance)
+    batches = [(t, body) for t, body in stream if body["kind"] == "stage_advance"]
     report.batches = len(batches)
-    every = {(c, t) for plan in plans.values() for p in plan.partitions for c in p.members for t in TRACKS}
+    final = Membership.start(plans)
+    for _, body in stream:
+        final.apply(body)
+    report.removed = sorted(final.removed)
+    report.final_stage_of = dict(final.stage_of)
+    # what must be upgraded: the members at the end (a removed cluster need not be)
+    every = {(c, t) for c in final.stage_of for t in TRACKS}
 
     _check_completion(report, plans, version, progress)
     _check_batches_on_both_topics(report, progress, stage_advance)
     _check_decided_once(report, every, batches)
     _check_upgrades(report, every, version, results, executor_kills, lease_s)
-    _check_gates(report, plans, batches, results, readiness)
+    _check_gates(report, plans, stream, results, readiness)
     return report
 
 
@@ -272,86 +398,178 @@ def _check_upgrades(
             report.explained_duplicates += 1
 
 
+# -- the gates: every partition's unavailable count rebuilt over time ------------------------------
+
+_NEVER = 2**62
+
+
+@dataclass
+class _Facts:
+    """What the upgrade-results and readiness topics say, by record timestamp."""
+
+    succeeded_at: dict[tuple[str, str], int] = field(default_factory=dict)  # earliest `succeeded`
+    result_at: dict[tuple[str, str], int] = field(default_factory=dict)  # earliest final result
+    ready_at: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    handouts: dict[str, list[tuple[int, str]]] = field(default_factory=lambda: defaultdict(list))
+
+    @classmethod
+    def of(cls, results: Sequence[Rec], readiness: Sequence[Rec]) -> _Facts:
+        facts = cls()
+        for rec in results:
+            key = (rec.body["cluster"], rec.body["track"])
+            if rec.body["outcome"] in ("succeeded", "failed"):
+                facts.result_at[key] = min(facts.result_at.get(key, rec.ts_ms), rec.ts_ms)
+            if rec.body["outcome"] == "succeeded":
+                facts.succeeded_at[key] = min(facts.succeeded_at.get(key, rec.ts_ms), rec.ts_ms)
+        for rec in readiness:
+            if rec.body.get("ready") is True:
+                facts.ready_at[rec.body["cluster"]].append(rec.ts_ms)
+        return facts
+
+    def certainly_unavailable(self, cluster: str, t: int) -> bool:
+        """Handed out before t, and the planner cannot have seen it succeed and then report ready:
+        no `succeeded` produced before t, or no `ready: true` between its last handout and t."""
+        before = [(h, track) for h, track in self.handouts[cluster] if h < t]
+        if not before:
+            return False
+        if any(self.succeeded_at.get((cluster, track), _NEVER) >= t for _, track in before):
+            return True
+        last = max(h for h, _ in before)
+        return not any(last < r < t for r in self.ready_at[cluster])
+
+    def certainly_in_flight(self, cluster: str, t: int) -> bool:
+        """Its last handout before t has no final result produced before t (SEQ-6a)."""
+        before = [(h, track) for h, track in self.handouts[cluster] if h < t]
+        return bool(before) and self.result_at.get((cluster, max(before)[1]), _NEVER) >= t
+
+    def certainly_not_done(self, cluster: str, track: str, t: int) -> bool:
+        """GATE-2's not done, as far as the planner certainly knew: no `succeeded` before t."""
+        return self.succeeded_at.get((cluster, track), _NEVER) >= t
+
+
+@dataclass
+class _GateBook:
+    """The state the walk through the planner's decisions carries."""
+
+    plans: Mapping[str, StagePlan]
+    facts: _Facts
+    membership: Membership
+    last_handed: dict[str, tuple[str, int]] = field(default_factory=dict)  # cluster -> (stage, position)
+    first_sent: set[tuple[str, str, str, int]] = field(default_factory=set)  # (stage, track, version, position)
+
+    def partitions(self, stage: str) -> list[PartitionPlan]:
+        return self.plans[stage].partitions(self.membership.members(stage))
+
+    def unavailable(self, stage: str, position: int, t: int, *, besides: Iterable[str] = ()) -> list[str]:
+        """GATE-1's unavailable count of the partition at `position`: its members handed out and not
+        certainly back to ready, and the clusters it handed out that left it while their upgrade
+        is still in flight (FORMAT.md), other than `besides` (the batch being decided)."""
+        parts = self.partitions(stage)
+        if position >= len(parts):
+            return []
+        members, skip = set(parts[position].members), set(besides)
+        found = [c for c in sorted(members - skip) if self.facts.certainly_unavailable(c, t)]
+        found += [
+            c
+            for c, where in sorted(self.last_handed.items())
+            if where == (stage, position)
+            and c not in members
+            and c not in skip
+            and self.facts.certainly_in_flight(c, t)
+        ]
+        return found
+
+    def sample(self, report: Audit, stage: str, position: int, t: int) -> None:
+        parts = self.partitions(stage)
+        if position < len(parts):
+            report.timeline.setdefault(f"{stage}/{position}", []).append(
+                GateSample(t, len(self.unavailable(stage, position, t)), parts[position].max_unavailable)
+            )
+
+
 def _check_gates(
     report: Audit,
     plans: Mapping[str, StagePlan],
-    batches: Sequence[tuple[int, dict[str, Any]]],
+    stream: Sequence[tuple[int, dict[str, Any]]],
     results: Sequence[Rec],
     readiness: Sequence[Rec],
 ) -> None:
-    succeeded_at: dict[tuple[str, str], int] = {}
-    for rec in results:
-        if rec.body["outcome"] == "succeeded":
-            key = (rec.body["cluster"], rec.body["track"])
-            succeeded_at[key] = min(succeeded_at.get(key, rec.ts_ms), rec.ts_ms)
-    ready_at: dict[str, list[int]] = defaultdict(list)
-    for rec in readiness:
-        if rec.body.get("ready") is True:
-            ready_at[rec.body["cluster"]].append(rec.ts_ms)
-    handouts: dict[str, list[tuple[int, str]]] = defaultdict(list)  # cluster -> [(time, track)]
-    first_of_partition: set[tuple[str, str, str, str]] = set()
-    partition_of = {
-        (stage, c): (index, p)
-        for stage, plan in plans.items()
-        for index, p in enumerate(plan.partitions)
-        for c in p.members
-    }
-
-    def certainly_unavailable(cluster: str, t: int) -> bool:
-        before = [(h, track) for h, track in handouts[cluster] if h < t]
-        if not before:
-            return False
-        h, track = max(before)
-        done = succeeded_at.get((cluster, track))
-        if done is None or done >= t:
-            return True
-        return not any(h < r < t for r in ready_at[cluster])
-
-    def certainly_not_done(cluster: str, track: str, t: int) -> bool:
-        done = succeeded_at.get((cluster, track))
-        return done is None or done >= t
-
-    for t, body in batches:
-        stage, track, clusters = body["stage"], body["track"], body["clusters"]
-        plan = plans[stage]
-        if len(clusters) > plan.max_new:
-            report.oversize_batches += 1
-            report.find(f"batch {body['commandId']} has {len(clusters)} clusters, maxNew is {plan.max_new}")
-        indices = {partition_of[(stage, c)][0] for c in clusters}
-        if len(indices) != 1:
-            report.find(f"batch {body['commandId']} spans partitions {sorted(indices)}")
+    """Walk the planner's decisions in order, rebuilding membership, partitions and every
+    partition's unavailable count, and check each batch against GATE-1 and GATE-3 as they were
+    when it was decided (SPEC GATE-1..3, FORMAT.md's reading of them under membership changes)."""
+    book = _GateBook(plans, _Facts.of(results, readiness), Membership.start(plans))
+    # results and readiness move a partition's count down: sampled just after each, in time order
+    changes = sorted(
+        [(at + 1, key[0]) for key, at in book.facts.result_at.items()]
+        + [(at + 1, c) for c, times in book.facts.ready_at.items() for at in times]
+    )
+    pending = 0
+    for t, body in stream:
+        while pending < len(changes) and changes[pending][0] <= t:
+            at, cluster = changes[pending]
+            pending += 1
+            if (stage := book.membership.stage_of.get(cluster)) in plans:
+                position = next((i for i, p in enumerate(book.partitions(stage)) if cluster in p.members), None)
+                if position is not None:
+                    book.sample(report, stage, position, at)
+        if body["kind"] == "notice":
+            book.membership.apply(body)
             continue
-        index = indices.pop()
-        partition = plan.partitions[index]
+        _check_batch(report, book, t, body)
+    report.membership_changes = book.membership.changes
+
+
+def _check_batch(report: Audit, book: _GateBook, t: int, body: Mapping[str, Any]) -> None:
+    stage, track, clusters, cid = body["stage"], body["track"], body["clusters"], body["commandId"]
+    plan = book.plans.get(stage)
+    if plan is None:
+        report.find(f"batch {cid} names unknown stage {stage!r}")
+        return
+    if len(clusters) > plan.max_new:
+        report.oversize_batches += 1
+        report.find(f"batch {cid} has {len(clusters)} clusters, maxNew is {plan.max_new}")
+    parts = book.partitions(stage)
+    position = next((i for i, p in enumerate(parts) if set(clusters) <= set(p.members)), None)
+    if position is None:
+        report.find(
+            f"batch {cid} hands out {clusters[:8]}, not all members of one partition of {stage} at the time "
+            f"(SEQ-6/SEQ-6a): partitions {[p.name for p in parts]}"
+        )
+    else:
+        partition = parts[position]
         if body.get("partition") != partition.name:
-            report.find(
-                f"batch {body['commandId']} says partition {body.get('partition')!r}, its clusters are in "
-                f"{partition.name!r}"
-            )
+            report.find(f"batch {cid} says partition {body.get('partition')!r}, its clusters are in {partition.name!r}")
         report.batches_gate_checked += 1
-        # GATE-3: partitions before this one that the planner certainly saw NotReady
-        not_ready = [
-            p.name
-            for p in plan.partitions[:index]
-            if sum(certainly_not_done(c, track, t) for c in p.members) > p.max_unavailable
-        ]
-        if len(not_ready) > plan.max_unavailable_partitions:
-            report.gate3_violations += 1
-            report.find(
-                f"GATE-3: batch {body['commandId']} of {partition.name} went out while {not_ready} were "
-                f"NotReady (maxUnavailablePartitions {plan.max_unavailable_partitions})"
-            )
-        # GATE-1: a further batch of a partition only while fewer than maxUnavailable are unavailable
-        first_key = (stage, track, partition.name, body["version"])
-        if first_key in first_of_partition:
-            unavailable = [c for c in partition.members if c not in clusters and certainly_unavailable(c, t)]
+        if position > 0:
+            # GATE-3: the earlier partitions the planner certainly saw NotReady (GATE-2)
+            report.gate3_checks += 1
+            not_ready = [
+                p.name
+                for p in parts[:position]
+                if sum(book.facts.certainly_not_done(c, track, t) for c in p.members) > p.max_unavailable
+            ]
+            if len(not_ready) > plan.max_unavailable_partitions:
+                report.gate3_violations += 1
+                report.find(
+                    f"GATE-3: batch {cid} of {partition.name} went out while {not_ready} were NotReady "
+                    f"(maxUnavailablePartitions {plan.max_unavailable_partitions})"
+                )
+        # GATE-1: the first batch of a partition (by position) is free once per track and version
+        first_key = (stage, track, body["version"], position)
+        if first_key in book.first_sent:
+            report.gate1_checks += 1
+            unavailable = book.unavailable(stage, position, t, besides=clusters)
             if unavailable and len(unavailable) >= partition.max_unavailable:
                 report.gate1_violations += 1
                 report.find(
-                    f"GATE-1: batch {body['commandId']} went out while {len(unavailable)} clusters of "
-                    f"{partition.name} were certainly unavailable (maxUnavailable "
-                    f"{partition.max_unavailable}): {unavailable[:8]}"
+                    f"GATE-1: batch {cid} went out while {len(unavailable)} clusters of {partition.name} were "
+                    f"certainly unavailable (maxUnavailable {partition.max_unavailable}): {unavailable[:8]}"
                 )
-        first_of_partition.add(first_key)
-        for cluster in clusters:
-            handouts[cluster].append((t, track))
+        book.first_sent.add(first_key)
+        book.sample(report, stage, position, t)
+    for cluster in clusters:
+        book.facts.handouts[cluster].append((t, track))
+        if position is not None:
+            book.last_handed[cluster] = (stage, position)
+    if position is not None:
+        book.sample(report, stage, position, t + 1)

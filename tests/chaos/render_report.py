@@ -24,6 +24,11 @@ KINDS = {
     "reporter": "health reporter SIGKILL + restart",
     "broker": "Kafka broker restart (SIGTERM, same data dir)",
     "redis": "Redis restart (AOF, fsync always)",
+    "relabel": "inventory: a cluster relabelled, same stage",
+    "move": "inventory: a cluster moved to the next stage",
+    "remove": "inventory: a cluster removed",
+    "bad_records": "bad records (not JSON, wrong schema) on every input topic",
+    "second_planner": "a second planner on the same namespace (BUS-8), kept running",
 }
 
 
@@ -50,6 +55,13 @@ def render(report: dict[str, Any]) -> str:
     gate = sum(r.get("gate1_violations", 0) + r.get("gate3_violations", 0) + r.get("oversize_batches", 0) for r in runs)
     twice = sum(r.get("decided_twice", 0) for r in runs)
     batches = sum(r.get("batches", 0) for r in runs)
+    gate_checked = sum(r.get("batches_gate_checked", 0) for r in runs)
+    gate1_checks = sum(r.get("gate1_checks", 0) for r in runs)
+    gate3_checks = sum(r.get("gate3_checks", 0) for r in runs)
+    gate_violations = sum(r.get("gate1_violations", 0) + r.get("gate3_violations", 0) for r in runs)
+    samples = sum(r.get("timeline_samples", 0) for r in runs)
+    moved = sum(r.get("membership_changes", 0) for r in runs)
+    bad = sum(r.get("bad_records_sent", 0) for r in runs)
     lag_p = max((r.get("lag_planner", 0) or 0 for r in runs), default=0)
     lag_e = max((r.get("lag_executors", 0) or 0 for r in runs), default=0)
     walls = [r["wall_s"] for r in runs if "wall_s" in r]
@@ -59,8 +71,10 @@ def render(report: dict[str, Any]) -> str:
 
     lines = [
         f"Last run: {report['generated_at']}, {n} seeds, {report['faults_per_seed']} faults per seed, "
+        f"{report.get('input_faults_per_seed', 0)} input faults per seed, "
         f"{report['clusters']} clusters in {report['stages']} stages, {report['executors']} executors "
-        f"(`ROLLOUT_CHAOS_SEEDS={report['seeds']} ROLLOUT_CHAOS_FAULTS={report['faults_per_seed']}`).",
+        f"(`ROLLOUT_CHAOS_SEEDS={report['seeds']} ROLLOUT_CHAOS_FAULTS={report['faults_per_seed']} "
+        f"ROLLOUT_CHAOS_INPUT_FAULTS={report.get('input_faults_per_seed', 0)}`).",
         "",
         "| fault | injected | in seeds that passed |",
         "|---|---:|---:|",
@@ -68,6 +82,12 @@ def render(report: dict[str, Any]) -> str:
     for kind, label in KINDS.items():
         lines.append(f"| {label} | {injected[kind]} | {survived[kind]} |")
     lines.append(f"| **all faults** | **{sum(injected.values())}** | **{sum(survived.values())}** |")
+    in_flight = [
+        f for r in runs for f in r["faults"] if f.get("fired_at") is not None and f.get("in_flight") is not None
+    ]
+    if in_flight:
+        busy = sum(bool(f["in_flight"]) for f in in_flight)
+        lines += ["", f"Inventory changes aimed at a cluster upgrading right then: {busy} of {len(in_flight)}."]
     lines += [
         "",
         "| result | value |",
@@ -80,6 +100,14 @@ def render(report: dict[str, Any]) -> str:
         f"| cluster-tracks never upgraded: in seeds that passed / that failed | {missing} / {missing_failed} |",
         f"| clusters handed out twice by the planner | {twice} |",
         f"| batches audited / gate violations (maxNew, GATE-1, GATE-3) | {batches} / {gate} |",
+        f"| batches whose partition and gates were rebuilt and checked | {gate_checked} |",
+        f"| … checked against the partition's unavailable count (GATE-1) / earlier partitions (GATE-3) "
+        f"| {gate1_checks} / {gate3_checks} |",
+        f"| batches sent while GATE-1 or GATE-3 was closed | {gate_violations} |",
+        f"| points of the rebuilt unavailable-count timelines | {samples} |",
+        f"| membership changes the planner announced (SEQ-6) | {moved} |",
+        f"| bad records sent / left without a dead letter | {bad} / "
+        f"{sum(1 for r in runs for f in r.get('findings', []) if f.startswith('BUS-4'))} |",
         f"| services that exited by themselves | {exits} |",
         f"| consumer lag at the end, planner / executors (max over seeds) | {lag_p} / {lag_e} |",
         f"| wall time, whole run | {report['total_wall_s']:.0f} s |",
@@ -93,7 +121,10 @@ def render(report: dict[str, Any]) -> str:
     failed = [r for r in runs if not r["passed"]]
     lines += ["", "Seeds that failed:" if failed else "No seed failed."]
     for run in failed:
-        faults = ", ".join(f"{f['kind']}@{f['at_fraction']:.2f}" for f in run["faults"])
+        faults = ", ".join(
+            f"{f['kind']}@{f['at_fraction']:.2f}" + (f" ({f['detail']})" if f.get("detail") else "")
+            for f in run["faults"]
+        )
         lines.append(
             f"- seed {run['seed']} (faults {faults}): {_short(run['findings'][0]) if run['findings'] else '?'}"
         )

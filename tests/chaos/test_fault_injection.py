@@ -1,24 +1,31 @@
 """Fault injection: whole rollouts on real Kafka and Redis while a seeded schedule breaks things.
 
 Per seed: 120 simulated clusters in three stages (dev 20, staging 40 in 2 partitions, prod 60 in
-3 partitions, strict partition order), the planner, three executors, a health reporter and the
+2 partitions, strict partition order), the planner, three executors, a health reporter and the
 health monitor as separate processes. Once the release is out, a schedule drawn from the seed
 fires faults at points of progress (a fraction of all upgrades succeeded):
 
 - `planner`, `executor`, `monitor`, `reporter`: SIGKILL (the whole process group), down for a
   moment, then started again with the same environment;
 - `broker`: the module's own Kafka broker stopped (SIGTERM) and started on the same data dir;
-- `redis`: the module's own Redis (AOF, fsync always) stopped and started on the same files.
+- `redis`: the module's own Redis (AOF, fsync always) stopped and started on the same files;
+- `relabel`, `move`, `remove`: an inventory change (SEQ-6), aimed at a cluster upgrading right
+  then for about two faults in three (SEQ-6a), see `chaos_inputs`;
+- `bad_records`: a value that is not JSON and one of the wrong schema on every input topic (BUS-4).
 
 Then an independent audit (`chaos_audit`) reads the topics with a plain aiokafka consumer:
 every stage and track COMPLETE, every cluster upgraded exactly once per track (a second driver
 run only where the executor running the first was killed in between), none missing, no batch
-above maxNew or past a gate the planner certainly saw closed (GATE-1, GATE-3), and the planner's
-and the executors' consumer groups end with lag 0.
+above maxNew, every partition's unavailable count rebuilt over time and no batch sent while
+GATE-1 or GATE-3 was closed (membership and partitions as the planner's SEQ-6 notices had them),
+the membership the planner ends on is the one sent, every bad record dead-lettered, and the
+planner's and the executors' consumer groups end with lag 0.
 
-`ROLLOUT_CHAOS_SEEDS` (default 10) seeds, `ROLLOUT_CHAOS_FAULTS` (default 2) faults per seed;
-seed s always includes fault kind s mod 6, so ten seeds cover every kind. `ROLLOUT_CHAOS_REPORT`
-names a JSON summary to write (`make chaos` renders it into docs/reliability.md).
+`ROLLOUT_CHAOS_SEEDS` (default 10) seeds, `ROLLOUT_CHAOS_FAULTS` (default 2) process or server
+faults per seed (seed s always includes kind s mod 6, so ten seeds cover every kind) and
+`ROLLOUT_CHAOS_INPUT_FAULTS` (default 2) input faults per seed (seed s includes kind s mod 4).
+`ROLLOUT_CHAOS_REPORT` names a JSON summary to write (`make chaos` renders it into
+docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import sys
 import time
 import traceback
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,12 +51,14 @@ import redis.asyncio as aioredis
 import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from chaos_audit import TRACKS, StagePlan, audit, auto_partitions, decode
+from chaos_audit import TRACKS, StagePlan, audit, decode
 from chaos_audit import Rec as AuditRecord
+from chaos_inputs import INPUT_KINDS, INVENTORY_KINDS, InjectedFleet, Outgoing, bad_records, inventory_record, pick
 from chaos_processes import ChaosProcesses
 from local_servers import running
 
 from rollout_common.topics.catalog import (
+    DEAD_LETTER,
     INVENTORY,
     OPERATOR_COMMANDS,
     PROGRESS,
@@ -65,6 +74,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 
 SEEDS = int(os.environ.get("ROLLOUT_CHAOS_SEEDS", "10"))
 FAULTS_PER_SEED = int(os.environ.get("ROLLOUT_CHAOS_FAULTS", "2"))
+INPUT_FAULTS_PER_SEED = int(os.environ.get("ROLLOUT_CHAOS_INPUT_FAULTS", "2"))
+# BUS-8: a second planner on the same namespace, started mid-rollout in every seed and kept running
+SECOND_PLANNER = os.environ.get("ROLLOUT_CHAOS_SECOND_PLANNER", "1") == "1"
 REPORT_PATH = os.environ.get("ROLLOUT_CHAOS_REPORT")
 
 OLD = "1.30.5-gke.1000"
@@ -100,6 +112,7 @@ STAGES: dict[str, tuple[int, dict[str, Any]]] = {
 TIME_SCALE = 7200.0  # engine seconds per wall second: each 1 h soak takes half a second
 UPGRADE_S = 0.25  # simulated duration of each track's upgrade
 LEASE_S = 2
+PLANNER_LEASE_S = 3
 EXECUTORS = 3
 KINDS = ("planner", "executor", "monitor", "reporter", "broker", "redis")
 COMPLETE_TIMEOUT_S = 180.0
@@ -114,6 +127,7 @@ def cluster_names(stage: str) -> list[str]:
 
 
 ALL_CLUSTERS = [name for stage in STAGES for name in cluster_names(stage)]
+STAGE_OF = {name: stage for stage in STAGES for name in cluster_names(stage)}
 EXPECTED_UPGRADES = len(ALL_CLUSTERS) * len(TRACKS)
 
 
@@ -142,12 +156,7 @@ def fleet_document() -> dict[str, Any]:
 
 def stage_plans() -> dict[str, StagePlan]:
     return {
-        stage: StagePlan(
-            name=stage,
-            max_new=strategy["maxNew"],
-            max_unavailable_partitions=int(strategy.get("maxUnavailablePartitions", 0)),
-            partitions=tuple(auto_partitions(cluster_names(stage), strategy)),
-        )
+        stage: StagePlan(name=stage, strategy=strategy, members=tuple(cluster_names(stage)))
         for stage, (_, strategy) in STAGES.items()
     }
 
@@ -164,9 +173,37 @@ class Fault:
     fired_at: float | None = None
     took_s: float | None = None
     succeeded_when_fired: int | None = None
+    in_flight: bool | None = None  # inventory faults: aimed at a cluster upgrading right then
+    detail: str = ""  # what the fault did, once fired
 
 
-def schedule(seed: int, count: int) -> list[Fault]:
+def schedule(seed: int, count: int, input_count: int = 0) -> list[Fault]:
+    """Process and server faults as before (seed s includes kind s mod 6), then the input faults
+    drawn apart (seed s includes kind s mod 4), so the process faults of a seed stay as they were."""
+    faults = _process_faults(seed, count) + _input_faults(seed, input_count)
+    if SECOND_PLANNER:
+        at = random.Random(7919 * seed + 2).uniform(0.05, 0.6)
+        faults.append(Fault(kind="second_planner", at_fraction=round(at, 3), down_s=0.0, target="planner-b"))
+    return sorted(faults, key=lambda f: f.at_fraction)
+
+
+def _input_faults(seed: int, count: int) -> list[Fault]:
+    if count <= 0:
+        return []
+    rng = random.Random(7919 * seed + 1)
+    kinds = [INPUT_KINDS[seed % len(INPUT_KINDS)]] + [rng.choice(INPUT_KINDS) for _ in range(count - 1)]
+    return [
+        Fault(
+            kind=kind,
+            at_fraction=round(rng.uniform(0.05, 0.8), 3),
+            down_s=0.0,
+            in_flight=(rng.random() < 0.67) if kind in INVENTORY_KINDS else None,
+        )
+        for kind in kinds
+    ]
+
+
+def _process_faults(seed: int, count: int) -> list[Fault]:
     if count <= 0:
         return []
     rng = random.Random(seed)
@@ -212,6 +249,7 @@ class Report:
             "generated_at": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "seeds": SEEDS,
             "faults_per_seed": FAULTS_PER_SEED,
+            "input_faults_per_seed": INPUT_FAULTS_PER_SEED,
             "clusters": len(ALL_CLUSTERS),
             "stages": len(STAGES),
             "executors": EXECUTORS,
@@ -296,6 +334,9 @@ def start_services(processes: ChaosProcesses, run: Seed) -> None:
             "ROLLOUT_POLL_TIMEOUT_S": "0.2",
             "ROLLOUT_RETRY_BACKOFF_MAX_S": "2",
             "ROLLOUT_SEQUENCE_WAIT_S": "0.3",
+            # BUS-8: a standby takes over within lease TTL + retry of the active one's last renewal
+            "ROLLOUT_LEASE_TTL_S": str(PLANNER_LEASE_S),
+            "ROLLOUT_LEASE_RETRY_S": "0.5",
         },
     )
     for number in range(EXECUTORS):
@@ -378,11 +419,15 @@ async def publish_release(run: Seed) -> None:
 
 class Watcher:
     """Follows progress and upgrade results live (its own plain consumer, no group), so faults can
-    fire at points of progress and the test knows when every track is COMPLETE."""
+    fire at points of progress, aim at clusters upgrading right then, and the test knows when every
+    track is COMPLETE."""
 
     def __init__(self, run: Seed) -> None:
         self._run = run
         self.succeeded: set[tuple[str, str]] = set()
+        self.started: set[tuple[str, str]] = set()
+        self.finished: set[tuple[str, str]] = set()
+        self.handed_out: set[str] = set()
         self.complete: set[tuple[str, str]] = set()
         self.changed = asyncio.Event()
         self.last_change = time.monotonic()
@@ -402,26 +447,90 @@ class Watcher:
                 batches = await consumer.getmany(timeout_ms=200)
                 for records in batches.values():
                     for record in records:
-                        body = json.loads(record.value or b"{}")
-                        if body.get("kind") == "stage_transition" and body.get("state") == "COMPLETE":
-                            self.complete.add((body["stage"], body["track"]))
-                        elif body.get("outcome") == "succeeded":
-                            self.succeeded.add((body["cluster"], body["track"]))
+                        # the schedule's bad records are on the results topic too
+                        self._see(decode(record.topic, 0, 0, 0, record.headers, record.value).body)
                 if batches:
                     self.last_change = time.monotonic()
                     self.changed.set()
         finally:
             await consumer.stop()
 
+    def _see(self, body: Mapping[str, Any]) -> None:
+        kind, outcome = body.get("kind"), body.get("outcome")
+        if kind == "stage_transition" and body.get("state") == "COMPLETE":
+            self.complete.add((body["stage"], body["track"]))
+        elif kind == "stage_advance" and isinstance(body.get("clusters"), list):
+            self.handed_out.update(body["clusters"])
+        elif outcome in ("started", "succeeded", "failed") and kind in (None, "upgrade_result"):
+            key = (str(body.get("cluster")), str(body.get("track")))
+            (self.started if outcome == "started" else self.finished).add(key)
+            if outcome == "succeeded":
+                self.succeeded.add(key)
+
+    @property
+    def upgrading(self) -> set[str]:
+        return {cluster for cluster, _ in self.started - self.finished}
+
     @property
     def all_complete(self) -> bool:
         return len(self.complete) >= len(STAGES) * len(TRACKS)
 
 
-async def inject(fault: Fault, processes: ChaosProcesses, broker: KafkaBroker, redis: RedisServer) -> None:
+@dataclass
+class Inputs:
+    """What the input faults need: the test's view of the inventory and a producer of its own."""
+
+    run: Seed
+    fleet: InjectedFleet
+    watcher: Watcher
+    sent_bad: int = 0
+    changes: list[str] = field(default_factory=list)
+
+    async def send(self, records: list[Outgoing]) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=self.run.bootstrap, enable_idempotence=True)
+        await producer.start()
+        try:
+            for out in records:
+                await producer.send_and_wait(self.run.topic(out.topic), out.value, key=out.key, headers=out.headers)
+        finally:
+            await producer.stop()
+
+    async def inject(self, fault: Fault, serial: int) -> None:
+        if fault.kind == "bad_records":
+            records = bad_records(self.run.seed, serial)
+            await self.send(records)
+            self.sent_bad += len(records)
+            fault.target, fault.detail = "input topics", f"{len(records)} bad records"
+            return
+        picked = pick(
+            fault.kind,
+            fleet=self.fleet,
+            in_flight_wanted=bool(fault.in_flight),
+            upgrading=self.watcher.upgrading,
+            handed_out=self.watcher.handed_out,
+            rng=random.Random(f"{self.run.seed}-{serial}"),
+        )
+        if picked is None:
+            fault.detail = "no cluster to change"
+            return
+        event_id = f"chaos-inventory-{self.run.seed}-{serial}"
+        await self.send([inventory_record(picked.change, event_id=event_id)])
+        fault.target, fault.in_flight, fault.detail = picked.cluster, picked.in_flight, picked.detail
+        self.changes.append(picked.detail)
+
+
+async def inject(
+    fault: Fault, processes: ChaosProcesses, broker: KafkaBroker, redis: RedisServer, inputs: Inputs, serial: int
+) -> None:
     started = time.time()
     fault.fired_at = started
-    if fault.kind in ("planner", "executor", "monitor", "reporter"):
+    if fault.kind in INPUT_KINDS:
+        await inputs.inject(fault, serial)
+    elif fault.kind == "second_planner":
+        # the same command line and environment as the planner: what a second replica would run
+        processes.start(fault.target, processes.specs["planner"].module_args, processes.specs["planner"].env)
+        fault.detail = "started beside the planner, kept running"
+    elif fault.kind in ("planner", "executor", "monitor", "reporter"):
         processes.kill(fault.target)
         await asyncio.sleep(fault.down_s)
         processes.restart(fault.target)
@@ -439,9 +548,14 @@ async def inject(fault: Fault, processes: ChaosProcesses, broker: KafkaBroker, r
 
 
 async def run_faults(
-    faults: list[Fault], watcher: Watcher, processes: ChaosProcesses, broker: KafkaBroker, redis: RedisServer
+    faults: list[Fault],
+    watcher: Watcher,
+    processes: ChaosProcesses,
+    broker: KafkaBroker,
+    redis: RedisServer,
+    inputs: Inputs,
 ) -> None:
-    for fault in faults:
+    for serial, fault in enumerate(faults):
         while len(watcher.succeeded) < fault.at_fraction * EXPECTED_UPGRADES and not watcher.all_complete:
             watcher.changed.clear()
             with contextlib.suppress(TimeoutError):
@@ -449,7 +563,7 @@ async def run_faults(
         fault.succeeded_when_fired = len(watcher.succeeded)
         watcher.injecting = True
         try:
-            await inject(fault, processes, broker, redis)
+            await inject(fault, processes, broker, redis, inputs, serial)
         finally:
             watcher.injecting = False
             watcher.last_change = time.monotonic()
@@ -518,6 +632,27 @@ async def settled_lag(run: Seed) -> tuple[dict[str, int], dict[str, int]]:
         await asyncio.sleep(1.0)
 
 
+DEAD_LETTER_TIMEOUT_S = 60.0
+
+
+async def missing_dead_letters(run: Seed, faults: list[Fault]) -> list[str]:
+    """BUS-4: every bad record the schedule sent is on the dead-letter topic (by its ce_id), once
+    its consumer has read it; waited for, as a restarted monitor reads its records late."""
+    sent = {
+        f"{rec_id}": topic
+        for serial, fault in enumerate(faults)
+        if fault.kind == "bad_records" and fault.fired_at is not None
+        for rec_id, topic in ((dict(o.headers)["ce_id"].decode(), o.topic.name) for o in bad_records(run.seed, serial))
+    }
+    deadline = time.monotonic() + DEAD_LETTER_TIMEOUT_S
+    while True:
+        letters = {r.ce_id for r in await read_topic(run, DEAD_LETTER)}
+        missing = sorted(set(sent) - letters)
+        if not missing or time.monotonic() > deadline:
+            return [f"BUS-4: bad record {m} on {sent[m]} was never dead-lettered" for m in missing[:10]]
+        await asyncio.sleep(1.0)
+
+
 def last_wait(processes: ChaosProcesses) -> str:
     """The planner's most recent non-empty wait_changed, from its log: why it is stuck."""
     for line in reversed(processes.log_tail("planner", 200_000).splitlines()):
@@ -542,7 +677,7 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
         redis_url=chaos_redis.url,
         workdir=tmp_path,
     )
-    faults = schedule(seed, FAULTS_PER_SEED)
+    faults = schedule(seed, FAULTS_PER_SEED, INPUT_FAULTS_PER_SEED)
     processes = ChaosProcesses(
         workdir=tmp_path,
         base_env={
@@ -561,11 +696,12 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
         await asyncio.to_thread(apply_fleet, run)
         await wait_for_fleet(run, processes)
         watcher = Watcher(run)
+        inputs = Inputs(run, InjectedFleet(stages=tuple(STAGES), version=OLD, stage_of=dict(STAGE_OF)), watcher)
         tasks.append(asyncio.create_task(watcher.follow()))
         await publish_release(run)
         released = time.monotonic()
         summary["setup_s"] = round(released - began, 1)
-        injector = asyncio.create_task(run_faults(faults, watcher, processes, chaos_broker, chaos_redis))
+        injector = asyncio.create_task(run_faults(faults, watcher, processes, chaos_broker, chaos_redis, inputs))
         tasks.append(injector)
 
         exits: list[str] = []
@@ -574,7 +710,9 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
             # A process that ends by itself is a finding; it is started again, as an orchestrator would.
             for name, code in processes.unexpected_exits().items():
                 exits.append(f"{name} exited by itself with code {code}")
-                findings.append(f"{name} exited by itself with code {code}: {processes.log_tail(name, 1500)}")
+                if sum(e.startswith(f"{name} ") for e in exits) == 1:  # a crash loop is one finding
+                    tail = "\n".join(processes.log_tail(name, 8000).splitlines()[-14:])
+                    findings.append(f"{name} exited by itself with code {code}:\n{tail}")
                 processes.restart(name)
             if injector.done() and injector.exception() is not None:
                 raise injector.exception()  # type: ignore[misc]
@@ -590,6 +728,9 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
             await asyncio.sleep(0.2)
         summary["rollout_s"] = round(time.monotonic() - released, 1)
         summary["unexpected_exits"] = exits
+        for name in sorted({e.split()[0] for e in exits}):
+            if (times := sum(e.startswith(f"{name} ") for e in exits)) > 1:
+                findings.append(f"{name} exited by itself {times} times in all")
 
         planner_lag, executor_lag = await settled_lag(run)
         summary["lag_planner"] = sum(planner_lag.values())
@@ -610,6 +751,11 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
             lease_s=LEASE_S,
         )
         findings.extend(result.findings)
+        if result.final_stage_of != inputs.fleet.stage_of:
+            differ = sorted(set(result.final_stage_of.items()) ^ set(inputs.fleet.stage_of.items()))
+            findings.append(f"SEQ-6: the planner's notices end on another membership than was sent: {differ[:8]}")
+        if inputs.sent_bad:
+            findings.extend(await missing_dead_letters(run, faults))
         summary.update(
             completed=result.completed_tracks == len(STAGES) * len(TRACKS),
             completed_tracks=result.completed_tracks,
@@ -621,7 +767,16 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
             oversize_batches=result.oversize_batches,
             gate1_violations=result.gate1_violations,
             gate3_violations=result.gate3_violations,
+            batches_gate_checked=result.batches_gate_checked,
+            gate1_checks=result.gate1_checks,
+            gate3_checks=result.gate3_checks,
+            peak_unavailable={key: list(peak) for key, peak in result.peak_unavailable.items()},
+            timeline_samples=sum(len(samples) for samples in result.timeline.values()),
             decided_twice=result.decided_twice,
+            membership_changes=result.membership_changes,
+            inventory_changes=inputs.changes,
+            removed=result.removed,
+            bad_records_sent=inputs.sent_bad,
         )
     except BaseException as exc:
         findings.append(f"the run itself failed: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}")

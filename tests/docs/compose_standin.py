@@ -23,7 +23,8 @@ import yaml
 
 from rollout_devenv import KafkaBroker, free_port, stop_processes
 
-_READY_TIMEOUT_S = 120.0
+_READY_TIMEOUT_S = 300.0  # generous: a loaded machine starts a broker and its tools slowly
+_CHECK_TIMEOUT_S = 90.0
 _VARIABLE = re.compile(r"\$\{(\w+):-([^}]*)\}")
 # The port each rollout service's HTTP endpoints use inside its container.
 _PORT_SETTINGS = ("ROLLOUT_HTTP_PORT", "ROLLOUT_METRICS_PORT")
@@ -209,7 +210,12 @@ class ComposeStandIn:
         while True:
             if replica is not None and replica.process.poll() is not None:
                 raise ComposeError(f"{what} exited with {replica.process.returncode}")
-            done = subprocess.run(argv, env=self.base_env, capture_output=True, timeout=30)
+            try:
+                # a healthcheck that is a JVM tool can take over 30 s to start on a loaded machine:
+                # an attempt that runs long is "not healthy yet", like a failed one, until the deadline
+                done = subprocess.run(argv, env=self.base_env, capture_output=True, timeout=_CHECK_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                done = subprocess.CompletedProcess(argv, -1, b"", f"no answer in {_CHECK_TIMEOUT_S:g} s".encode())
             if done.returncode == 0:
                 return
             if time.monotonic() > deadline:

@@ -16,9 +16,19 @@ import redis.asyncio as aioredis
 import yaml
 from aiokafka import AIOKafkaProducer
 from service_processes import ServiceProcesses
-from topic_reader import Message, read_topic
+from topic_reader import Message, caught_up, read_topic
 
-from rollout_common.topics.catalog import RELEASE_TARGETS
+from rollout_common.topics.catalog import (
+    INVENTORY,
+    OPERATOR_COMMANDS,
+    READINESS,
+    RELEASE_TARGETS,
+    STAGE_ADVANCE,
+    UPGRADE_RESULTS,
+)
+
+PLANNER_GROUP = "rollout-planner"  # the planner's default consumer group, which start_system keeps
+PLANNER_INPUTS = (INVENTORY, READINESS, UPGRADE_RESULTS, OPERATOR_COMMANDS, RELEASE_TARGETS)
 
 
 @dataclass(frozen=True)
@@ -149,3 +159,10 @@ async def read_until(
     return await read_topic(
         kafka_bootstrap, topic, until=done, timeout_s=timeout_s, partitions=partitions, on_poll=on_poll
     )
+
+
+async def settled(kafka_bootstrap: str, prefix: str) -> None:
+    """The planner and the executors have handled every record now on their input topics, so what
+    they publish in answer (a wrongly repeated batch or upgrade included) is on the topics."""
+    await caught_up(kafka_bootstrap, PLANNER_GROUP, [prefix + t.name for t in PLANNER_INPUTS])
+    await caught_up(kafka_bootstrap, f"{prefix}executors", [prefix + STAGE_ADVANCE.name])

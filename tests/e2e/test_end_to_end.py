@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_system import Message, Pace, apply_fleet, publish_release, read_until, start_system, wait_for_fleet
+from e2e_system import (
+    Message,
+    Pace,
+    apply_fleet,
+    publish_release,
+    read_until,
+    settled,
+    start_system,
+    wait_for_fleet,
+)
 from service_processes import ServiceProcesses
 
 from rollout_common.topics.catalog import PROGRESS, STAGE_ADVANCE, UPGRADE_RESULTS
@@ -113,13 +122,13 @@ async def wait_for_completion(
 
 
 async def topic_bodies(
-    kafka_bootstrap: str, topic: str, partitions: int, done: Callable[[list[Message]], bool]
+    kafka_bootstrap: str, prefix: str, topic: str, partitions: int, done: Callable[[list[Message]], bool]
 ) -> list[tuple[str, dict[str, Any]]]:
-    """(ce_id, body) of every record, once `done` holds and a second more has passed, so that a
-    wrongly repeated message would show up too."""
-    await read_until(kafka_bootstrap, topic, partitions, done, timeout_s=30)
-    await asyncio.sleep(1.0)
-    records = await read_until(kafka_bootstrap, topic, partitions, done, timeout_s=30)
+    """(ce_id, body) of every record, once `done` holds and the services have handled all their
+    input since, so that a wrongly repeated message would show up too."""
+    await read_until(kafka_bootstrap, prefix + topic, partitions, done, timeout_s=60)
+    await settled(kafka_bootstrap, prefix)
+    records = await read_until(kafka_bootstrap, prefix + topic, partitions, done, timeout_s=60)
     return [(dict(r.headers)["ce_id"].decode(), json.loads(r.value)) for r in records]
 
 
@@ -129,7 +138,7 @@ async def upgrade_results(kafka_bootstrap: str, prefix: str) -> list[tuple[str, 
     def all_finished(records: list[Message]) -> bool:
         return sum(json.loads(r.value)["outcome"] == "succeeded" for r in records) >= expected
 
-    return await topic_bodies(kafka_bootstrap, prefix + UPGRADE_RESULTS.name, UPGRADE_RESULTS.partitions, all_finished)
+    return await topic_bodies(kafka_bootstrap, prefix, UPGRADE_RESULTS.name, UPGRADE_RESULTS.partitions, all_finished)
 
 
 async def stage_advances(kafka_bootstrap: str, prefix: str) -> list[tuple[str, dict[str, Any]]]:
@@ -138,7 +147,7 @@ async def stage_advances(kafka_bootstrap: str, prefix: str) -> list[tuple[str, d
     def all_handed_out(records: list[Message]) -> bool:
         return sum(len(json.loads(r.value)["clusters"]) for r in records) >= expected
 
-    return await topic_bodies(kafka_bootstrap, prefix + STAGE_ADVANCE.name, STAGE_ADVANCE.partitions, all_handed_out)
+    return await topic_bodies(kafka_bootstrap, prefix, STAGE_ADVANCE.name, STAGE_ADVANCE.partitions, all_handed_out)
 
 
 def wanted() -> set[tuple[str, str]]:

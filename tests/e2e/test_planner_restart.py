@@ -28,7 +28,16 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from e2e_system import Message, Pace, apply_fleet, publish_release, read_until, start_system, wait_for_fleet
+from e2e_system import (
+    Message,
+    Pace,
+    apply_fleet,
+    publish_release,
+    read_until,
+    settled,
+    start_system,
+    wait_for_fleet,
+)
 from service_processes import ServiceProcesses
 
 from rollout_common.topics.catalog import PROGRESS, STAGE_ADVANCE, UPGRADE_RESULTS
@@ -124,13 +133,13 @@ def first_stage_soaking(records: list[Message]) -> bool:
 
 
 async def whole_topic(
-    kafka_bootstrap: str, topic: str, partitions: int, done: Callable[[list[Message]], bool]
+    kafka_bootstrap: str, prefix: str, topic: str, partitions: int, done: Callable[[list[Message]], bool]
 ) -> list[Message]:
-    """Every record, once `done` holds and a second more has passed, so that a wrongly repeated
-    message would show up too."""
-    await read_until(kafka_bootstrap, topic, partitions, done, timeout_s=30)
-    await asyncio.sleep(1.0)
-    return await read_until(kafka_bootstrap, topic, partitions, done, timeout_s=30)
+    """Every record, once `done` holds and the services have handled all their input since, so
+    that a wrongly repeated message would show up too."""
+    await read_until(kafka_bootstrap, prefix + topic, partitions, done, timeout_s=60)
+    await settled(kafka_bootstrap, prefix)
+    return await read_until(kafka_bootstrap, prefix + topic, partitions, done, timeout_s=60)
 
 
 def assert_advances_decided_once(records: list[Message]) -> None:
@@ -244,14 +253,16 @@ async def test_planner_killed_during_a_soak_resumes_and_ends_the_soak_on_time(
 
     advances = await whole_topic(
         kafka_bootstrap,
-        prefix + STAGE_ADVANCE.name,
+        prefix,
+        STAGE_ADVANCE.name,
         STAGE_ADVANCE.partitions,
         lambda rs: sum(len(body(r)["clusters"]) for r in rs) >= len(wanted()),
     )
     assert_advances_decided_once(advances)
     results = await whole_topic(
         kafka_bootstrap,
-        prefix + UPGRADE_RESULTS.name,
+        prefix,
+        UPGRADE_RESULTS.name,
         UPGRADE_RESULTS.partitions,
         lambda rs: sum(body(r)["outcome"] == "succeeded" for r in rs) >= len(wanted()),
     )

@@ -29,10 +29,12 @@ class CountingDriver:
         self.fencing_tokens: list[tuple[str, int]] = []
         self.running = 0
         self.most_at_once = 0
+        self.started = asyncio.Event()  # set once an upgrade runs, for a test to act mid-upgrade
 
     async def upgrade(self, target: UpgradeTarget, *, fencing_token: int) -> DriverOutcome:
         self.calls[target.cluster] += 1
         self.fencing_tokens.append((target.cluster, fencing_token))
+        self.started.set()
         self.running += 1
         self.most_at_once = max(self.most_at_once, self.running)
         try:

@@ -154,7 +154,7 @@ async def test_a_cancelled_batch_records_nothing_and_lets_go_of_its_leases(
     records = await _taken(bus)
     slow = CountingDriver(seconds=30)
     batch = asyncio.create_task(make_executor(slow).handle_batch(records))
-    await asyncio.sleep(0.1)
+    await asyncio.wait_for(slow.started.wait(), 30)  # cancelled mid-upgrade: the driver runs, under its lease
     batch.cancel()
     await asyncio.gather(batch, return_exceptions=True)
     assert await store.keys("executor:result:") == []

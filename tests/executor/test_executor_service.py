@@ -22,7 +22,7 @@ def _settings(**overrides: object) -> ExecutorSettings:
     return ExecutorSettings(group_id="executors", metrics_port=0, **overrides)  # type: ignore[arg-type]
 
 
-async def _until(condition: Callable[[], object], *, timeout_s: float = 5.0) -> None:
+async def _until(condition: Callable[[], object], *, timeout_s: float = 30.0) -> None:
     """Poll: the memory bus offers no event for "committed"."""
     async with asyncio.timeout(timeout_s):
         while True:
@@ -55,7 +55,7 @@ async def test_shutdown_abandons_an_unfinished_batch_without_committing(
     await send(bus, stage_advance("cmd-1", ("c1",)))
     await _until(lambda: slow.calls)
     stop.set()
-    await asyncio.wait_for(running, 5)
+    await asyncio.wait_for(running, 30)  # a generous bound: the grace period is what is tested
     assert bus.committed("executors", STAGE_ADVANCE.name) == {}
     assert await store.keys("executor:lease:") == []
     # The next member of the group gets the batch again and finishes it.
@@ -79,5 +79,5 @@ async def test_shutdown_lets_a_batch_finish_within_the_grace_period(
     await send(bus, stage_advance("cmd-1", ("c1",)))
     await _until(lambda: driver.calls)
     stop.set()
-    await asyncio.wait_for(running, 5)
+    await asyncio.wait_for(running, 30)  # a generous bound: the grace period is what is tested
     assert sum(bus.committed("executors", STAGE_ADVANCE.name).values()) == 1

@@ -17,13 +17,14 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 from planner_harness import NEW, OLD, START, FakeFleet, make_planner, release
-from topic_reader import Message, bodies, header, produce, read_topic
+from topic_reader import Message, bodies, caught_up, header, produce, read_topic
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.redis_store import RedisStore
 from rollout_common.topics import ALL
 from rollout_common.topics.catalog import DEAD_LETTER, PROGRESS, RELEASE_TARGETS, STAGE_ADVANCE
 from rollout_planner.service.clock import ManualClock
+from rollout_planner.service.intake import INPUT_TOPICS
 from rollout_planner.service.planner import Planner
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -176,7 +177,8 @@ async def test_a_cancelled_planner_resumes_without_repeating_a_batch(
     async with kafka_planner(kafka_bootstrap, redis_url, prefix, clock) as second, running(second):
         await FakeFleet(bus, prefix).answer(records)
         records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=decisions_at_least(2))
-        await asyncio.sleep(1.0)  # room for a wrongly repeated batch to show up
+        # everything on its inputs handled, so a wrongly repeated batch would be out by now
+        await caught_up(kafka_bootstrap, f"{prefix}planner", [prefix + t.name for t in INPUT_TOPICS])
     records = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=decisions_at_least(2))
     assert_two_decisions(records)
 
