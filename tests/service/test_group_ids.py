@@ -40,7 +40,7 @@ async def test_planner_and_executors_join_groups_under_the_prefix(kafka_bootstra
         bus=bus, store=store, prefix=prefix, clock=ScaledClock(origin=time.time()), planner_group="rollout-planner"
     )
     settings = ExecutorSettings(topic_prefix=prefix, metrics_port=0, create_topics=False)
-    ledger = UpgradeLedger(store, executor_id="e1", lease_s=30, clock=time.time)
+    ledger = UpgradeLedger(store, executor_id="e1", lease_s=30)
     executor = Executor(bus=bus, ledger=ledger, driver=None, metrics=ExecutorMetrics(), executor_id="e1")  # type: ignore[arg-type]
     stop = asyncio.Event()
     tasks = [

@@ -21,6 +21,7 @@ from planner_harness import settings as harness_settings
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.redis_store import RedisStore
 from rollout_cli.main import main
+from rollout_common.status import Track
 from rollout_common.topics import ALL
 from rollout_executor.drivers.port import DriverOutcome
 from rollout_executor.executor import Executor
@@ -178,7 +179,8 @@ async def test_seq7_a_changed_soak_is_applied_acknowledged_and_stored(
 
 
 class FailingOnce:
-    """Counts upgrades; fails each cluster in `failing` on its first one only (a driver timeout, fixed since)."""
+    """Counts control-plane upgrades per cluster; fails each cluster in `failing` on its first one only (a
+    driver timeout, fixed since). Node upgrades succeed and are not counted: they follow a control plane."""
 
     name = "failing-once"
 
@@ -187,7 +189,9 @@ class FailingOnce:
         self.calls: Counter[str] = Counter()
         self.running = 0
 
-    async def upgrade(self, target: UpgradeTarget) -> DriverOutcome:
+    async def upgrade(self, target: UpgradeTarget, *, fencing_token: int) -> DriverOutcome:
+        if target.track is not Track.CONTROL_PLANE:
+            return DriverOutcome(succeeded=True)
         self.calls[target.cluster] += 1
         self.running += 1
         try:
@@ -216,7 +220,7 @@ async def test_ops4_retry_of_a_failed_cluster_runs_it_again_through_an_executor(
     settings = ExecutorSettings(
         topic_prefix=planned.prefix, group_id=f"{planned.prefix}executors", metrics_port=0, create_topics=False
     )
-    ledger = UpgradeLedger(planned.store, executor_id="e1", lease_s=30, clock=time.time)
+    ledger = UpgradeLedger(planned.store, executor_id="e1", lease_s=30)
     executor = Executor(
         bus=planned.bus,
         ledger=ledger,
