@@ -111,7 +111,9 @@ STAGES: dict[str, tuple[int, dict[str, Any]]] = {
 }
 TIME_SCALE = 7200.0  # engine seconds per wall second: each 1 h soak takes half a second
 UPGRADE_S = 0.25  # simulated duration of each track's upgrade
-LEASE_S = 2
+# long enough that a loaded machine or a Redis restart does not lapse a lease mid-upgrade (a lapsed
+# lease stops the driver and another executor runs the upgrade again, BUS-3)
+LEASE_S = 10
 PLANNER_LEASE_S = 3
 EXECUTORS = 3
 KINDS = ("planner", "executor", "monitor", "reporter", "broker", "redis")

@@ -211,8 +211,16 @@ class KafkaBus:
         await self._require_topics([topic])
         producer = await self._started_producer()
         wire_headers = [(name, bytes(data)) for name, data in (headers or {}).items()]
-        with _translated(f"publish to {topic!r}", topics_checked=True):
-            await producer.send_and_wait(topic, value, key=key, headers=wire_headers)
+        try:
+            with _translated(f"publish to {topic!r}", topics_checked=True):
+                await producer.send_and_wait(topic, value, key=key, headers=wire_headers)
+        except PermanentError as exc:
+            if not isinstance(exc.__cause__, kerr.OutOfOrderSequenceNumber):
+                raise
+            # A restarted broker lost this idempotent producer's sequence numbers: the producer is
+            # spent, a fresh one (a new producer id) sends the same record again.
+            await self._drop_producer(producer)
+            raise TransientError(f"kafka: publish to {topic!r}: the broker lost the producer's state ({exc})") from exc
 
     def consumer(
         self,
@@ -330,6 +338,12 @@ class KafkaBus:
                 await self._start(producer, "start the producer")
                 self._producer = producer
             return self._producer
+
+    async def _drop_producer(self, producer: Any) -> None:
+        async with self._start_lock:
+            if self._producer is producer:
+                self._producer = None
+        await _quietly_closed(producer)
 
     async def _started_admin(self) -> Any:
         async with self._start_lock:
