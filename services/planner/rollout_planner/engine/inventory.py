@@ -105,6 +105,9 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
         # back before its upgrade in flight reported: the same record, so the result still lands
         old = state.departed.pop(name)
         state.clusters[name] = old
+    elif old is None and name in state.left:
+        old = state.left.pop(name)  # back after it left: what the rollouts did to it still counts
+        state.clusters[name] = old
     record = _upsert(state, event.cluster, old)
     membership = assign_stages(state.sequence, [event.cluster], state.groups.values())
     new_stage = membership.stage_of.get(name)
@@ -146,6 +149,8 @@ def _remove(state: EngineState, name: str, old: ClusterRec | None) -> None:
         # rebuilt while the record still exists, so its counts and targets are taken out first
         rebuild_stage(state, state.stages[old.stage], [n for n in _stage_names(state, old.stage) if n != name])
     del state.clusters[name]
+    if not old.busy:
+        state.left[name] = old
     if old.busy:
         state.departed[name] = old
         state.emit(

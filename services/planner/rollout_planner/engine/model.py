@@ -297,6 +297,9 @@ class EngineState:
         self.groups: dict[str, ClusterGroup] = {}
         # removed from the inventory while upgrading: kept until the result comes (SEQ-6a)
         self.departed: dict[str, ClusterRec] = {}
+        # clusters that left the inventory, as they were: one registered again is the same cluster,
+        # never moved back by an older record nor upgraded twice by one rollout (BUS-3, VER-6)
+        self.left: dict[str, ClusterRec] = {}
         self.rollouts: dict[str, RolloutRec] = {}
         self.seen_events: set[str] = set()
         self.soak_overrides: dict[tuple[str, str], float | None] = {}  # None: removed (OPS-2)

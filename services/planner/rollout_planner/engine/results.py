@@ -42,6 +42,7 @@ def apply_result(state: EngineState, event: UpgradeResult) -> None:
     if cluster.name in state.departed:
         if not cluster.busy:
             del state.departed[cluster.name]  # SEQ-6a: recorded; never handed out again
+            state.left[cluster.name] = cluster
         return
     if cluster.stage is not None:
         state.dirty.add(cluster.stage)

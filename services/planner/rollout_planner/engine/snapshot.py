@@ -56,6 +56,7 @@ def dump(state: EngineState) -> bytes:
         "clusters": [_cluster(c) for c in state.clusters.values()],
         "groups": [g.model_dump(mode="json", by_alias=True) for g in state.groups.values()],
         "departed": [_cluster(c) for c in state.departed.values()],
+        "left": [_cluster(c) for c in state.left.values()],
         "stages": [_stage(s) for s in state.stages],
     }
     return json.dumps(doc, separators=(",", ":")).encode()
@@ -169,6 +170,9 @@ def load(data: bytes) -> EngineState:
     for raw in doc["departed"]:
         record = _load_cluster(raw)
         state.departed[record.name] = record
+    for raw in doc.get("left", []):  # absent in snapshots written before left clusters were kept
+        record = _load_cluster(raw)
+        state.left[record.name] = record
     for stage, raw in zip(state.stages, doc["stages"], strict=True):
         _load_stage(state, stage, raw)
     for stage in state.stages:
