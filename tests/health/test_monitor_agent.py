@@ -156,6 +156,31 @@ async def test_readiness_is_said_again_each_republish_interval_without_a_change(
             consumer._thread.thread_loop.close()
 
 
+async def test_bus_7_a_repeat_carries_the_newest_agreeing_observation(
+    outbox: RecordingOutbox, clock: FakeClock
+) -> None:
+    """BUS-7: a cluster that stayed ready through an upgrade is said ready again with the time of its
+    newest heartbeat, not of its last change, so a planner waiting for an observation after the
+    upgrade's result counts it ready; a stale mark keeps the time of the silence."""
+    settings = MonitorSettings(staleness_limit_s=30, check_interval_s=5, republish_interval_s=5)
+    made = HealthMonitor(settings, outbox=outbox, clock=clock)
+    made.app.finalize()
+    made.app.flow_control.resume()
+    try:
+        raw = made.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+        async with made.agent.test_context(channel=raw) as agent:
+            for at in (1000.0, 1004.0, 1008.0):  # ready all along: one change, at 1000
+                value, headers = _heartbeat("c1", True, at)
+                await agent.put(value, key=b"c1", headers=headers, timestamp=at)
+            clock.now = 1010.0
+            again = await made.check_staleness()
+        assert [(r.cluster, r.ready, r.reason, r.observed_at) for r in again] == [("c1", True, "unchanged", 1008.0)]
+    finally:
+        consumer = made.app._consumer
+        if consumer is not None:
+            consumer._thread.thread_loop.close()
+
+
 async def test_readiness_carries_the_heartbeats_observation_time(
     monitor: HealthMonitor, outbox: RecordingOutbox
 ) -> None:

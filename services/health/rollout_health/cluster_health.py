@@ -21,6 +21,17 @@ class ClusterHealth(BaseModel):
     last_published: bool | None = None  # the `ready` last published; None before the first
     published_observed_at: float | None = None  # the observation time of what was last published
 
+    @property
+    def evidence_at(self) -> float | None:
+        """The newest observation of what was last published, for a repeat of it (BUS-7).
+
+        A cluster that stayed ready through an upgrade publishes no change, so a repeat stamped with
+        its last change would predate the upgrade's result and the planner would never count it
+        ready again; the newest heartbeat that agrees is the right time. A stale mark has only
+        the silence as evidence.
+        """
+        return self.last_seen if self.ready == self.last_published else self.published_observed_at
+
 
 def after_heartbeat(
     previous: ClusterHealth | None, heartbeat: Heartbeat, *, seen_at: float

@@ -171,7 +171,7 @@ class HealthMonitor:
                     cluster=cluster,
                     ready=current.last_published,
                     reason="unchanged",
-                    observed_at=current.published_observed_at,
+                    observed_at=current.evidence_at,
                 )
                 await self._publish(again, change=False)
                 published.append(again)
