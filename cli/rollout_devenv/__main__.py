@@ -137,7 +137,7 @@ def _kube_run(count: int) -> int:
         print(f"kube-apiserver ready in {starts}; CRDs in {stack.crd_install_s or 0:.1f} s", file=sys.stderr)
         return "\n".join(f"KUBECONFIG={server.kubeconfig}" for server in stack.apiservers)
 
-    return _serve(stack, announce=announce)
+    return _serve(stack, announce=announce, kept=False)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -228,10 +228,24 @@ class EtcdServer(LocalServer):
     def start(self) -> None:
         if self.running:
             return
+        chosen = self._ports is not None
+        for attempt in range(_PORT_ATTEMPTS):
+            if not chosen:
+                self._ports = (free_port(), free_port())
+            try:
+                self._start_once()
+                return
+            except DevenvError:
+                # A free port found here can be taken by another process before etcd binds it (a
+                # loaded machine running other servers): choose new ports, unless they were given.
+                if chosen or attempt == _PORT_ATTEMPTS - 1 or "address already in use" not in log_tail(self.log_path):
+                    raise
+                shutil.rmtree(self.data_dir / "data", ignore_errors=True)  # bootstrapped with the old ports
+
+    def _start_once(self) -> None:
         binary = find_etcd()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._ports = self._ports or (free_port(), free_port())
-        client, peer = self._ports
+        client, peer = self._ports or (free_port(), free_port())
         cmd = [
             str(binary),
             "--name", "rollout-local",
@@ -255,6 +269,9 @@ class EtcdServer(LocalServer):
         if not wait_until(healthy, alive=lambda: self.running, timeout_s=self.start_timeout_s):
             self.stop()
             raise DevenvError(f"etcd did not start; see {self.log_path}", detail=log_tail(self.log_path))
+
+
+_PORT_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)

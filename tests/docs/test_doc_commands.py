@@ -44,6 +44,7 @@ from kafka_tools import in_tools, install_tools
 from shown_commands import REPO, shown_commands
 
 from rollout_devenv import free_port, stop_processes
+from rollout_planner.engine.snapshot import FORMAT_VERSION
 
 # The walk is one fixture that runs for minutes (about 3 on a quiet machine, over 10 with both
 # cores busy): its own budget ends it before the per-test timeout would (that timeout fires inside
@@ -610,7 +611,7 @@ def test_the_stored_snapshot_format_is_the_one_the_image_reads(walk: Terminal) -
     walk.require("backup")
     stored = _ok(walk, f"docs/operations.md: {_snapshot_format_line()}").out.strip()
     image = _ok(walk, f"docs/operations.md: docker run --rm rollout:NEW {_format_version_line()}").out.strip()
-    assert stored == image == "2"
+    assert stored == image == str(FORMAT_VERSION)
 
 
 def _snapshot_format_line() -> str:

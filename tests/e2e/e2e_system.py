@@ -27,7 +27,9 @@ from rollout_common.topics.catalog import (
     UPGRADE_RESULTS,
 )
 
-PLANNER_GROUP = "rollout-planner"  # the planner's default consumer group, which start_system keeps
+PLANNER_GROUP = (
+    "rollout-planner"  # the planner's default consumer group, under the topic prefix (start_system keeps it)
+)
 PLANNER_INPUTS = (INVENTORY, READINESS, UPGRADE_RESULTS, OPERATOR_COMMANDS, RELEASE_TARGETS)
 
 
@@ -164,5 +166,5 @@ async def read_until(
 async def settled(kafka_bootstrap: str, prefix: str) -> None:
     """The planner and the executors have handled every record now on their input topics, so what
     they publish in answer (a wrongly repeated batch or upgrade included) is on the topics."""
-    await caught_up(kafka_bootstrap, PLANNER_GROUP, [prefix + t.name for t in PLANNER_INPUTS])
+    await caught_up(kafka_bootstrap, prefix + PLANNER_GROUP, [prefix + t.name for t in PLANNER_INPUTS])
     await caught_up(kafka_bootstrap, f"{prefix}executors", [prefix + STAGE_ADVANCE.name])
