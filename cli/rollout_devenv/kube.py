@@ -500,6 +500,10 @@ class KubeStack:
     def log_path(self) -> Path:
         return self.management.log_path
 
+    @property
+    def data_dir(self) -> Path:
+        return self.management.data_dir
+
     def start(self) -> None:
         try:
             self.etcd.start()
