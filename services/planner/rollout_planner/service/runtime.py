@@ -13,6 +13,7 @@ from rollout_adapters.kafka_bus import ConsumerOptions
 from rollout_adapters.shutdown import bounded_close, unless_stopped
 from rollout_adapters.status_server import StatusServer
 from rollout_common.connection_settings import loggable
+from rollout_common.errors import TransientError
 from rollout_common.ports import Store
 from rollout_planner.engine import EngineState
 from rollout_planner.service import initial_state
@@ -26,9 +27,21 @@ log = logging.getLogger("rollout.planner")
 
 
 async def stored_clock(store: Store, *, scale: float) -> ScaledClock:
-    """The scaled clock whose origin is the first start of this planner (kept in the store)."""
-    await store.put_if_absent(CLOCK_ORIGIN_KEY, repr(time.time()).encode())
-    raw = await store.get(CLOCK_ORIGIN_KEY)
+    """The scaled clock whose origin is the first start of this planner (kept in the store).
+
+    A planner started while Redis restarts (a standby beside a running one, say) waits for it, as
+    every later store call does, instead of exiting.
+    """
+    delay_s = 0.2
+    while True:
+        try:
+            await store.put_if_absent(CLOCK_ORIGIN_KEY, repr(time.time()).encode())
+            raw = await store.get(CLOCK_ORIGIN_KEY)
+            break
+        except TransientError as exc:
+            log.warning("the store is unreachable at start; retrying", extra={"error": str(exc), "in_s": delay_s})
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * 2, 5.0)
     origin = float(raw) if raw is not None else time.time()
     return ScaledClock(origin=origin, scale=scale)
 
