@@ -6,6 +6,7 @@ import pytest
 
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_common.envelope import decode
+from rollout_common.errors import TransientError
 from rollout_common.heartbeat import Heartbeat
 from rollout_common.topics.catalog import HEARTBEATS
 from rollout_health.probes.port import ProbeResult
@@ -59,4 +60,24 @@ async def test_heartbeats_on_change_and_every_interval() -> None:
     _, first = decode(records[0].value, records[0].headers, HEARTBEATS.models)
     assert isinstance(first, Heartbeat) and first.reporter == "r1"
     assert {r.key for r in records} == {b"c1", b"c2"}
+    await bus.close()
+
+
+async def test_a_round_stops_at_the_first_heartbeat_the_broker_did_not_take() -> None:
+    """With the broker gone each publish waits for the bus's bound; a round of 3 clusters waits
+    once, not three times, and the next round publishes every heartbeat of the failed one (none
+    is lost: an unpublished heartbeat is not marked sent)."""
+    bus = MemoryBus()
+    await bus.ensure_topics([HEARTBEATS.spec()])
+    probe, clock = ScriptedProbe(), FakeClock()
+    reporter = Reporter(
+        bus=bus, probe=probe, clusters=["c1", "c2", "c3"], reporter_id="r1", heartbeat_interval_s=30, clock=clock
+    )
+    bus.fail_next_publish(TransientError("broker away"))
+    assert await reporter.tick() == []
+    assert reporter.ready is False
+    assert bus.records(HEARTBEATS.name) == []
+    clock.now += 1
+    assert [h.cluster for h in await reporter.tick()] == ["c1", "c2", "c3"]
+    assert reporter.ready is True
     await bus.close()

@@ -13,6 +13,7 @@ whatever the broker's setting: the same rule `MemoryBus` applies.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 from collections.abc import Iterator, Mapping, Sequence
@@ -125,6 +126,8 @@ _LOGIN_REFUSED = (
     kerr.IllegalSaslStateError,
 )
 _PROBE_TIMEOUT_MS = 10_000
+# How long `publish` waits for the broker's acknowledgement before reporting a TransientError.
+PUBLISH_TIMEOUT_S = 30.0
 
 
 def translate(exc: BaseException, doing: str) -> RolloutError:
@@ -170,6 +173,7 @@ class KafkaBus:
         security: Mapping[str, Any] | None = None,
         replication_factor: int = 1,
         consumer_options: ConsumerOptions | None = None,
+        publish_timeout_s: float = PUBLISH_TIMEOUT_S,
     ) -> None:
         unknown = set(security or {}) - SECURITY_KEYS
         if unknown:
@@ -179,6 +183,7 @@ class KafkaBus:
         self._security = dict(security or {})
         self._replication_factor = replication_factor
         self.consumer_options = consumer_options or ConsumerOptions()
+        self._publish_timeout_s = publish_timeout_s
         self._producer: Any = None
         self._admin: Any = None
         self._start_lock = asyncio.Lock()
@@ -212,8 +217,16 @@ class KafkaBus:
         producer = await self._started_producer()
         wire_headers = [(name, bytes(data)) for name, data in (headers or {}).items()]
         try:
-            with _translated(f"publish to {topic!r}", topics_checked=True):
-                await producer.send_and_wait(topic, value, key=key, headers=wire_headers)
+            # An idempotent producer never expires a batch on a retriable error: with the broker
+            # gone, send_and_wait would wait for ever. The record may still be delivered once the
+            # broker is back, so a caller's retry can publish it twice (at least once).
+            async with asyncio.timeout(self._publish_timeout_s):
+                with _translated(f"publish to {topic!r}", topics_checked=True):
+                    await producer.send_and_wait(topic, value, key=key, headers=wire_headers)
+        except TimeoutError as exc:
+            raise TransientError(
+                f"kafka: publish to {topic!r}: no acknowledgement within {self._publish_timeout_s:g} s"
+            ) from exc
         except PermanentError as exc:
             if not isinstance(exc.__cause__, kerr.OutOfOrderSequenceNumber):
                 raise
@@ -496,11 +509,44 @@ async def _start(client: Any, doing: str, *, topics_checked: bool = False) -> No
 
 async def _quietly_closed(client: Any) -> None:
     # Closing is best effort: a broker that is gone must not turn shutdown into an error.
+    if isinstance(client, AIOKafkaProducer):
+        await _closed_producer(client)
+        return
     close = client.close if isinstance(client, AIOKafkaAdminClient) else client.stop
     try:
         await close()
     except (kerr.KafkaError, OSError, TimeoutError) as exc:
         log.warning("kafka: closing %s failed: %s", type(client).__name__, exc)
+
+
+# How long closing the producer waits for the records it holds to be acknowledged.
+PRODUCER_FLUSH_S = 5.0
+
+
+async def _closed_producer(producer: Any) -> None:
+    """Stop `producer`, waiting at most PRODUCER_FLUSH_S for its records to be acknowledged.
+
+    An idempotent producer retries its records for ever while the broker is gone, and its `stop`
+    flushes first: unbounded, a SIGTERM'd service would never end. Records dropped here were never
+    acknowledged to a caller (its `publish` raised), so nothing acknowledged is lost.
+    """
+    try:
+        async with asyncio.timeout(PRODUCER_FLUSH_S):
+            await producer.stop()
+        return
+    except TimeoutError:
+        log.warning(
+            "kafka: the producer's unacknowledged records were not delivered within %.0f s; dropped", PRODUCER_FLUSH_S
+        )
+    except (kerr.KafkaError, OSError) as exc:
+        log.warning("kafka: closing the producer failed: %s", exc)
+    # `stop` was cut short after marking the producer closed, so a second `stop` would do
+    # nothing: end its sender task and its connections the way `stop` would have after the flush.
+    with contextlib.suppress(kerr.KafkaError, OSError):
+        sender = getattr(producer, "_sender", None)
+        if sender is not None:
+            await sender.close()
+        await producer.client.close()
 
 
 def _new_topic(spec: TopicSpec, replication_factor: int) -> Any:

@@ -77,6 +77,10 @@ class Reporter:
         published = []
         self._round_ok = True
         for cluster, check in checks.items():
+            if not self._round_ok:
+                # The broker did not take one heartbeat: each of the others would wait as long.
+                # None of them is marked sent, so the next round publishes them all.
+                break
             heartbeat = await self._report(cluster, check.result())
             if heartbeat is not None:
                 published.append(heartbeat)
