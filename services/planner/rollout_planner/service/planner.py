@@ -85,9 +85,11 @@ class Planner:
         metrics: PlannerMetrics | None = None,
         decide: Decide = engine_decide,
         lease: PlannerLease | None = None,
+        lease_store: Callable[[], Store] | None = None,
     ) -> None:
         self._bus = bus
         self._store = store
+        self._lease_store = lease_store
         self._settings = settings
         self._clock = clock
         self._initial_state = initial_state
@@ -100,7 +102,7 @@ class Planner:
         self._consumer: Consumer | None = None
         self._stopping = asyncio.Event()
         self.ready = False
-        self.lease = lease or PlannerLease(store, ttl_s=settings.lease_ttl_s, retry_s=settings.lease_retry_s)
+        self.lease = lease or self._new_lease()
         self._new_term()
 
     def _new_term(self) -> None:
@@ -114,6 +116,7 @@ class Planner:
         self._snapshot_wall = time.monotonic()
         self._status_wall = float("-inf")
         self._status_cost = 0.0  # seconds the last status document took to build
+        self._status_batch = -1  # the batch the last status document described
 
     @property
     def state(self) -> EngineState:
@@ -179,10 +182,18 @@ class Planner:
             with contextlib.suppress(TransientError, PermanentError):
                 await self._consumer.close()
             self._consumer = None
-        self.lease = PlannerLease(
-            self._store, ttl_s=self._settings.lease_ttl_s, retry_s=self._settings.lease_retry_s, owner=self.lease.owner
-        )
+        self.lease = self._new_lease(owner=self.lease.owner)
         self._new_term()
+
+    def _new_lease(self, *, owner: str | None = None) -> PlannerLease:
+        return PlannerLease(
+            self._store,
+            ttl_s=self._settings.lease_ttl_s,
+            retry_s=self._settings.lease_retry_s,
+            owner=owner,
+            renewal_store=self._lease_store,
+            max_stall_s=self._settings.lease_max_stall_s,
+        )
 
     async def _stop_snapshot(self) -> None:
         """A clean stop writes a full snapshot, so the next start replays no journal."""
@@ -231,6 +242,7 @@ class Planner:
         now = self._clock.now()
         due = self.checkpoint.wake_at is not None and self.checkpoint.wake_at <= now
         if not records and not due:
+            await self._status_if_behind()
             return 0
         await self._handle(records, now=now, due=due)
         await self._commit(records)
@@ -408,13 +420,33 @@ class Planner:
         if urgent or wall - self._status_wall >= max(
             self._settings.status_interval_s, self._status_cost / STATUS_SHARE
         ):
-            items[STATUS_KEY] = encode_status(self.state, batch=batch)
-            self._status_cost = time.monotonic() - wall
-            self._status_wall = wall
+            items[STATUS_KEY] = self._status_document(batch, started=wall)
         await self._retrying("persist the batch", lambda: self.lease.put_many(items))
         if STATUS_KEY in items:
+            self._status_batch = batch
             self.metrics.observe_status(items[STATUS_KEY])
         self.metrics.last_batch.set(batch)
+
+    def _status_document(self, batch: int, *, started: float) -> bytes:
+        document = encode_status(self.state, batch=batch)
+        self._status_cost = time.monotonic() - started
+        self._status_wall = started
+        return document
+
+    async def _status_if_behind(self) -> None:
+        """With nothing to decide, bring a status document the throttle left behind up to date:
+        under a steady stream of a large fleet's events it is rebuilt only every so often, and a
+        planner that has caught up must not leave `rollout status` describing an older batch."""
+        batch = self.checkpoint.batch
+        if self._state is None or self._status_batch >= batch:
+            return
+        wall = time.monotonic()
+        if wall - self._status_wall < self._settings.status_interval_s:
+            return
+        document = self._status_document(batch, started=wall)
+        await self._retrying("write the status", lambda: self.lease.put_many({STATUS_KEY: document}))
+        self._status_batch = batch
+        self.metrics.observe_status(document)
 
     async def _snapshot_if_due(self) -> None:
         if (

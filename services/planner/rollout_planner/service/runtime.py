@@ -67,7 +67,12 @@ async def serve(settings: PlannerSettings) -> None:
     try:
         clock = await stored_clock(store, scale=settings.time_scale)
         planner = Planner(
-            bus=bus, store=store, settings=settings, clock=clock, initial_state=initial_state_source(settings, store)
+            bus=bus,
+            store=store,
+            settings=settings,
+            clock=clock,
+            initial_state=initial_state_source(settings, store),
+            lease_store=lambda: redis_store(settings),
         )
         loop = asyncio.get_running_loop()
         signalled = asyncio.Event()

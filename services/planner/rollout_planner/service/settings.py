@@ -76,6 +76,13 @@ class PlannerSettings(RedisServiceSettings):
         "(every third of it); a standby takes over within lease_ttl_s + lease_retry_s of the last renewal",
     )
     lease_retry_s: float = Field(default=1.0, gt=0, description="how often a standby planner tries to take the lease")
+    lease_max_stall_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="the active planner renews its lease from a thread of its own while one long step holds its "
+        "loop (a large fleet's state loaded or written on a busy machine), for at most this long; a loop stalled "
+        "longer lets the lease expire so a standby takes over",
+    )
 
 
 def load_settings(config_file: Path | None = None) -> PlannerSettings:
