@@ -54,7 +54,9 @@ def strict_stage() -> Audited:
 
 
 def mismatch_notices(commands: list[Command]) -> list[tuple[str, str | None, str]]:
-    return [(c.code, c.cluster, c.message) for c in commands if isinstance(c, Notice) and c.code.startswith("VERSION")]
+    found = [c for c in commands if isinstance(c, Notice) and c.code.startswith("VERSION")]
+    assert all(c.stage == "a" for c in found)
+    return [(c.code, c.cluster, c.message) for c in found]
 
 
 def test_gate_1_an_upgrade_the_cluster_does_not_report_holds_the_next_batch_until_it_does() -> None:

@@ -168,17 +168,14 @@ def _check_versions(state: EngineState, cluster: ClusterRec, reported: tuple[str
             continue
         cluster.mismatch = put(cluster.mismatch, track, found)
         name = TRACKS[track].value
+        stage = None if cluster.stage is None else state.stages[cluster.stage].spec.name
         if found is not None:
+            code = NotReadyType.VERSION_MISMATCH.value
             message = version_mismatch_text(cluster.name, name, expected=expected.text, reported=version.text)
-            state.emit(Notice(code=NotReadyType.VERSION_MISMATCH.value, message=message, cluster=cluster.name))
         else:
-            state.emit(
-                Notice(
-                    code="VERSION_CONFIRMED",
-                    message=f"cluster {cluster.name} {name} reports {expected.text}, the version it was upgraded to",
-                    cluster=cluster.name,
-                )
-            )
+            code = "VERSION_CONFIRMED"
+            message = f"cluster {cluster.name} {name} reports {expected.text}, the version it was upgraded to"
+        state.emit(Notice(code=code, message=message, cluster=cluster.name, stage=stage))
 
 
 def _after_upgrade(cluster: ClusterRec, observed: float | None) -> bool:
