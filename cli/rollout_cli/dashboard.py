@@ -32,6 +32,7 @@ from rollout_common.status_words import (
     partition_counts,
     timing_text,
     until_text,
+    version_mismatch_text,
     wait_lines,
 )
 
@@ -250,7 +251,8 @@ def _moment(epoch: float, clock: float | None) -> str:
 
 
 def attention_text(doc: Doc, *, clock: float | None) -> RenderableType | None:
-    """Failed upgrades with their errors, clusters paused by a window or for deprecated API use."""
+    """Failed upgrades with their errors, upgraded clusters reporting another version, clusters paused
+    by a window or for deprecated API use."""
     block = doc.get("attention")
     if not block:
         return None
@@ -263,6 +265,18 @@ def attention_text(doc: Doc, *, clock: float | None) -> RenderableType | None:
         line.append(f": {failed['error']}")
         rows.append(line)
     rows += _more(block.get("failedTotal", 0), min(len(block.get("failed", [])), _ATTENTION_ROWS), "failed")
+    mismatched = block.get("versionMismatch", [])  # absent in documents of planners before it
+    for entry in mismatched[:_ATTENTION_ROWS]:
+        line = Text("NOT_READY ", style="bold yellow")
+        line.append(
+            version_mismatch_text(
+                entry["cluster"], entry["track"], expected=entry["expected"], reported=entry["reported"]
+            )
+        )
+        rows.append(line)
+    rows += _more(
+        block.get("versionMismatchTotal", 0), min(len(mismatched), _ATTENTION_ROWS), "reporting another version"
+    )
     window = block.get("pausedWindow", [])
     if window:
         first = window[0]

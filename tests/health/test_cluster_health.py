@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rollout_common.heartbeat import Heartbeat
-from rollout_health.cluster_health import ClusterHealth, after_heartbeat, after_silence
+from rollout_health.cluster_health import ClusterHealth, after_heartbeat, after_silence, reported_version
 
 
 def _hb(ready: bool) -> Heartbeat:
@@ -22,3 +22,27 @@ def test_silence_is_announced_once() -> None:
     stale, readiness = after_silence("c1", state, now=31.0, staleness_limit_s=30)
     assert readiness is not None and (readiness.ready, readiness.reason) == (False, "stale: no heartbeat for 31 s")
     assert after_silence("c1", stale, now=99.0, staleness_limit_s=30) == (stale, None)
+
+
+def test_reported_versions_are_written_as_the_planner_writes_them() -> None:
+    assert [
+        reported_version(text)
+        for text in (
+            "v1.31.13-gke.1023000",
+            "v1.31.0",
+            "1.31.0",
+            "v1.31.0+k3s1",
+            "v1.31.4-eks-2d5f260",
+            "",
+            None,
+            "v1.31",
+        )
+    ] == ["1.31.13-gke.1023000", "1.31.0", "1.31.0", "1.31.0", "1.31.4", None, None, None]
+
+
+def test_a_heartbeat_that_cannot_read_the_versions_is_no_change() -> None:
+    first, readiness = after_heartbeat(
+        None, Heartbeat(cluster="c1", ready=True, observed_at=0.0, control_plane_version="v1.31.0"), seen_at=1.0
+    )
+    assert readiness is not None and readiness.control_plane_version == "1.31.0"
+    assert after_heartbeat(first, _hb(True), seen_at=2.0)[1] is None

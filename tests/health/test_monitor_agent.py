@@ -7,12 +7,18 @@ from collections.abc import AsyncIterator, Mapping
 import faust
 import pytest
 
+from rollout_common.commands import Notice, StageAdvance
 from rollout_common.envelope import decode, encode
-from rollout_common.events import Readiness
+from rollout_common.events import Readiness, StartRollout, UpgradeResult
+from rollout_common.fleet import Cluster
 from rollout_common.heartbeat import Heartbeat
+from rollout_common.sequence import Sequence
+from rollout_common.status import ClusterStatus, Track
 from rollout_common.topics.catalog import DEAD_LETTER, READINESS
 from rollout_health.monitor import HealthMonitor
 from rollout_health.settings import MonitorSettings
+from rollout_planner.engine import decide, new_state
+from rollout_planner.engine.views import track_status
 
 # One loop for the whole session, as the async fixtures use (pyproject).
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -231,3 +237,78 @@ async def test_staleness_counts_from_the_observation(
         "stale: no heartbeat for 40 s",
         1040.0,
     )
+
+
+async def test_the_planner_flags_an_upgrade_the_cluster_does_not_report_through_the_monitor(
+    outbox: RecordingOutbox, clock: FakeClock
+) -> None:
+    """GATE-1/GATE-2, STAT-1 (NOT_READY, VERSION_MISMATCH), BUS-7: the versions a Kubernetes probe
+    reads travel heartbeat -> monitor -> readiness -> planner. A heartbeat whose only news is another
+    version is published (the cluster stayed ready through its upgrade); the repeat carries the
+    versions too; the engine, given what the monitor published, flags the cluster whose control-plane
+    upgrade to 1.31.2 succeeded while its API server still says v1.30.5, and counts it done once it
+    says v1.31.2."""
+    settings = MonitorSettings(staleness_limit_s=30, check_interval_s=5, republish_interval_s=5)
+    made = HealthMonitor(settings, outbox=outbox, clock=clock)
+    made.app.finalize()
+    made.app.flow_control.resume()
+
+    def versioned(at: float, cp: str, nodes: str = "v1.30.5") -> tuple[bytes, dict[str, bytes]]:
+        beat = Heartbeat(cluster="c1", ready=True, observed_at=at, control_plane_version=cp, node_version=nodes)
+        return encode(beat, event_id=f"hb-{at}", source="test", at=at)
+
+    try:
+        raw = made.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+        async with made.agent.test_context(channel=raw) as agent:
+            for at, cp in ((1000.0, "v1.30.5"), (1002.0, "v1.30.5"), (1006.0, "v1.30.5"), (1008.0, "v1.31.2")):
+                value, headers = versioned(at, cp)
+                await agent.put(value, key=b"c1", headers=headers, timestamp=at)
+                if at == 1006.0:
+                    clock.now = 1007.0
+                    again = await made.check_staleness()
+        published = _published(outbox)
+        assert [(r.ready, r.reason, r.observed_at, r.control_plane_version, r.node_version) for r in published] == [
+            (True, "reported ready", 1000.0, "1.30.5", "1.30.5"),
+            (True, "unchanged", 1006.0, "1.30.5", "1.30.5"),  # the repeat
+            (True, "reported ready", 1008.0, "1.31.2", "1.30.5"),  # the version alone changed
+        ]
+        assert [(r.reason, r.control_plane_version) for r in again] == [("unchanged", "1.30.5")]
+    finally:
+        consumer = made.app._consumer
+        if consumer is not None:
+            consumer._thread.thread_loop.close()
+
+    engine = new_state(
+        Sequence.model_validate({"name": "s", "channel": "regular", "stages": [{"name": "a", "clusterNames": ["c1"]}]}),
+        [Cluster(name="c1", version="1.30.5")],
+    )
+    _, out = decide(engine, StartRollout(event_id="e1", version="1.31.2", tracks=(Track.CONTROL_PLANE,)), 990.0)
+    [advance] = [c for c in out if isinstance(c, StageAdvance)]
+    result = UpgradeResult(
+        command_id=advance.command_id,
+        cluster="c1",
+        track=Track.CONTROL_PLANE,
+        version="1.31.2",
+        outcome="succeeded",
+        finished_at=1005.0,
+    )
+    decide(engine, result, 1005.0)
+    _, out = decide(engine, published[1], 1006.5)  # the repeat, observed after the upgrade finished
+    assert [(n.code, n.cluster) for n in out if isinstance(n, Notice)] == [("VERSION_MISMATCH", "c1")]
+    assert track_status(engine, engine.clusters["c1"], 0) == (
+        ClusterStatus.NOT_READY,
+        "VERSION_MISMATCH: upgraded to 1.31.2 but reports 1.30.5",
+    )
+    _, out = decide(engine, published[2], 1008.5)
+    assert [(n.code, n.cluster) for n in out if isinstance(n, Notice)] == [("VERSION_CONFIRMED", "c1")]
+    assert track_status(engine, engine.clusters["c1"], 0) == (ClusterStatus.COMPLETE, None)
+
+
+def _published(outbox: RecordingOutbox) -> list[Readiness]:
+    found = []
+    for topic, _, value, headers in outbox.sent:
+        if topic == READINESS.name:
+            _, message = decode(value, headers, READINESS.models)
+            assert isinstance(message, Readiness)
+            found.append(message)
+    return found

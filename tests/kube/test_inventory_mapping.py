@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rollout_common.fleet import Cluster
 from rollout_common.selector import LabelSelector
-from rollout_health.inventory.mapping import ClusterSource, GroupSource, Unmapped, to_cluster
+from rollout_health.inventory.mapping import ClusterSource, GroupSource, Unmapped, control_plane_version, to_cluster
 
 
 def capi(labels: dict[str, str], annotations: dict[str, str] | None = None, version: str | None = "v1.30.2") -> object:
@@ -39,10 +39,32 @@ def test_channel_from_a_label_and_version_from_the_annotation_without_topology()
 
 def test_no_version_or_a_bad_one_is_left_out_with_the_reason() -> None:
     assert to_cluster(source({}, version=None)) == Unmapped(
-        "eu-1", "no spec.topology.version and no rollout/version annotation"
+        "eu-1", "no spec.topology.version, no version on a KubeadmControlPlane and no rollout/version annotation"
     )
     bad = to_cluster(source({}, version="v1.30"))
     assert isinstance(bad, Unmapped) and "is not a version" in bad.reason
+
+
+def test_without_a_cluster_class_the_version_is_what_the_kubeadm_control_plane_runs() -> None:
+    ref = {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta1", "kind": "KubeadmControlPlane", "name": "eu-1-cp"}
+    obj = {"metadata": {"name": "eu-1", "namespace": "fleet"}, "spec": {"controlPlaneRef": ref}}
+    cluster_source = ClusterSource.from_object(obj)
+    assert cluster_source.control_plane == ("fleet", "eu-1-cp")
+    upgrading = {"spec": {"version": "v1.31.0"}, "status": {"version": "v1.30.2"}}
+    # status.version (running), not spec.version (desired); spec.version only before any status
+    planes = {("fleet", "eu-1-cp"): control_plane_version(upgrading)}
+    assert planes == {("fleet", "eu-1-cp"): "v1.30.2"}
+    assert control_plane_version({"spec": {"version": "v1.31.0"}}) == "v1.31.0"
+    with_annotation = ClusterSource.from_object({**obj, "metadata": {**obj["metadata"],
+                                                "annotations": {"rollout/version": "v1.29.8"}}})  # fmt: skip
+    running = to_cluster(with_annotation, (), planes)
+    assert isinstance(running, Cluster) and running.version == "1.30.2"  # the control plane wins
+    fallback = to_cluster(with_annotation, (), {})  # its control plane not (yet) seen
+    assert isinstance(fallback, Cluster) and fallback.version == "1.29.8"
+    # another provider's control plane: the annotation says the version
+    other = {**ref, "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "AWSManagedControlPlane"}
+    elsewhere = ClusterSource.from_object({"metadata": obj["metadata"], "spec": {"controlPlaneRef": other}})
+    assert elsewhere.control_plane is None
 
 
 def test_group_is_the_first_matching_cluster_group_of_the_namespace_seq_5() -> None:

@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from capi_world import cluster, control_plane, create_cluster
 from lightkube import AsyncClient
 from lightkube.types import PatchType
 from topic_reader import Message, read_topic
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.kube.client import async_client
-from rollout_adapters.kube.resources import CapiCluster, FleetClusterGroup
+from rollout_adapters.kube.resources import CapiCluster, FleetClusterGroup, KubeadmControlPlane
 from rollout_common.envelope import decode
 from rollout_common.events import InventoryChange
 from rollout_common.fleet import Cluster
@@ -115,6 +116,39 @@ async def test_add_relabel_version_change_and_delete_are_published_seq_6(
     ]
 
 
+async def test_a_cluster_without_a_cluster_class_runs_its_kubeadm_control_planes_version_seq_6(
+    kube: AsyncClient, kubeconfig: Path, kafka_bootstrap: str, topic_prefix: str, namespace: str
+) -> None:
+    """The version of a Cluster not built from a ClusterClass is what its KubeadmControlPlane
+    (`spec.controlPlaneRef`) runs: `status.version`. An upgrade set on `spec.version` publishes
+    nothing until the status says the machines run it; a control plane the controller has not
+    reported on yet stands in with `spec.version`; a control plane of another provider leaves the
+    `rollout/version` annotation to say it."""
+    await create_cluster(kube, "kcp-1", namespace, version="v1.30.2", labels={"env": "prod"})
+    await kube.create(cluster("kcp-new", namespace, labels={"env": "prod"}))
+    await kube.create(control_plane("kcp-new", namespace, version="v1.31.0"))  # no status yet
+    other = capi_cluster("eks-1", namespace, labels={"env": "prod"}, annotations={"rollout/version": "v1.29.8"})
+    other.spec = {"controlPlaneRef": {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2",
+                                      "kind": "AWSManagedControlPlane", "name": "eks-1-cp"}}  # fmt: skip
+    await kube.create(other)
+    async with watching(kubeconfig, kafka_bootstrap, topic_prefix, namespace):
+        seen = await read_until(kafka_bootstrap, topic_prefix, lambda c: len(c) >= 3)
+        assert sorted(seen) == [
+            ("upsert", "eks-1", "1.29.8", {"env": "prod"}),
+            ("upsert", "kcp-1", "1.30.2", {"env": "prod"}),
+            ("upsert", "kcp-new", "1.31.0", {"env": "prod"}),
+        ]
+        await kube.patch(KubeadmControlPlane, "kcp-1-cp", {"spec": {"version": "v1.31.0"}}, namespace=namespace,
+                         patch_type=PatchType.MERGE)  # fmt: skip
+        await kube.patch(KubeadmControlPlane.Status, "kcp-1-cp", {"status": {"version": "v1.31.0"}},
+                         namespace=namespace, patch_type=PatchType.MERGE)  # fmt: skip
+        await kube.delete(KubeadmControlPlane, "kcp-new-cp", namespace=namespace)
+        seen = await read_until(kafka_bootstrap, topic_prefix, lambda c: len(c) >= 5)
+    # the desired version alone published nothing; the running one did; a cluster whose control
+    # plane is gone has no version any more, so it leaves the inventory
+    assert seen[3:] == [("upsert", "kcp-1", "1.31.0", {"env": "prod"}), ("remove", "kcp-new", None, None)]
+
+
 async def test_stale_resource_version_lists_again_and_removes_what_vanished_seq_6(
     kube: AsyncClient, kubeconfig: Path, kafka_bootstrap: str, topic_prefix: str, namespace: str, tmp_path: Path
 ) -> None:
@@ -122,11 +156,12 @@ async def test_stale_resource_version_lists_again_and_removes_what_vanished_seq_
     publishes the clusters there are now and removes the one it had published that is gone."""
     checkpoint = Checkpoint(tmp_path / "inventory.json")
     ghost = Cluster(name="gone-1", version="1.30.2", labels={"env": "prod"})
-    checkpoint.save(WatchState(resource_versions={"clusters": "1"}, published={"gone-1": ghost}))
+    stale = {"clusters": "1", "control_planes": "1"}
+    checkpoint.save(WatchState(resource_versions=stale, published={"gone-1": ghost}))
     await kube.create(capi_cluster("eu-1", namespace, labels={"env": "canary"}, version="v1.30.2"))
     async with watching(kubeconfig, kafka_bootstrap, topic_prefix, namespace, checkpoint=checkpoint) as watcher:
         seen = await read_until(kafka_bootstrap, topic_prefix, lambda c: len(c) >= 2)
-        assert watcher.relists == 1
+        assert watcher.relists == 2  # each stream: the Clusters and the KubeadmControlPlanes
     assert seen == [("upsert", "eu-1", "1.30.2", {"env": "canary"}), ("remove", "gone-1", None, None)]
     # What it saved resumes a later watcher without a list: it publishes nothing new.
     saved = checkpoint.load()

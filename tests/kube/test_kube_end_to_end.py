@@ -4,7 +4,9 @@ A management apiserver holds six Cluster API clusters (built from a ClusterClass
 (env=canary, env=prod); two workload apiservers stand behind their `<cluster>-kubeconfig` Secrets. The planner, two
 executors (Cluster API driver), the inventory watcher, a reporter (Kubernetes probe) and the
 health monitor run as `python -m ...`; the test's simulated provider (capi_world) moves `status`
-to the new version a second after it is set. Mid-rollout one prod cluster is relabelled to
+to the new version a second after it is set. The release goes to the version the workload
+apiservers really serve (their `/version`): the planner counts an upgrade done only when the
+cluster reports the version it went to. Mid-rollout one prod cluster is relabelled to
 canary (it moves between stages, SEQ-6/6a) and another is deleted (it leaves the fleet); the
 rollout completes with every remaining cluster running the new version.
 """
@@ -19,10 +21,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
 import pytest
 import redis.asyncio as aioredis
 from capi_world import SimulatedProvider, create_cluster
 from lightkube import AsyncClient, KubeConfig
+from lightkube.config import client_adapter
 from lightkube.models.core_v1 import NodeCondition, NodeStatus
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node, Secret
@@ -81,6 +85,19 @@ async def remove_node(workload: Path, name: str) -> None:
             await client.delete(Node, name)
     finally:
         await client.close()
+
+
+async def served_version(workload: Path) -> tuple[int, int, int]:
+    """What a workload apiserver's `/version` says, as (major, minor, patch)."""
+    http = client_adapter.AsyncClient(
+        KubeConfig.from_file(str(workload)).get(), client_adapter.ConnectionParams(timeout=httpx.Timeout(10.0))
+    )
+    try:
+        git_version = (await http.get("/version")).json()["gitVersion"]
+    finally:
+        await http.aclose()
+    major, minor, patch = git_version.lstrip("v").split("-")[0].split("+")[0].split(".")
+    return int(major), int(minor), int(patch)
 
 
 async def planner_clusters(redis_url: str, prefix: str) -> int | None:
@@ -160,9 +177,13 @@ async def test_a_release_rolls_through_cluster_api_clusters_relabelled_and_delet
     tmp_path: Path,
 ) -> None:
     prefix = topic_prefix + "."
+    served = {await served_version(workload) for workload in workload_kubeconfigs}
+    assert len(served) == 1, f"the workload apiservers serve different versions: {served}"
+    major, minor, patch = served.pop()
+    start, target = f"{major}.{minor - 1}.0", f"{major}.{minor}.{patch}"
     for index, name in enumerate(CANARY + PROD):
         env = "canary" if name in CANARY else "prod"
-        await create_cluster(kube, name, namespace, version="v1.30.2", labels={"env": env}, topology=True)
+        await create_cluster(kube, name, namespace, version=f"v{start}", labels={"env": env}, topology=True)
         workload = workload_kubeconfigs[index % 2]
         secret = Secret(metadata=ObjectMeta(name=f"{name}-kubeconfig", namespace=namespace),
                         data={"value": await asyncio.to_thread(_encoded, workload)})  # fmt: skip
@@ -190,7 +211,9 @@ async def test_a_release_rolls_through_cluster_api_clusters_relabelled_and_delet
                 while await planner_clusters(redis_url, prefix) != 6:
                     alive([])
                     await asyncio.sleep(0.3)
-            await publish_release(kafka_bootstrap, prefix, event_id="rel-kube", targets={"1.30": "1.31.0"})
+            await publish_release(
+                kafka_bootstrap, prefix, event_id="rel-kube", targets={f"{major}.{minor - 1}": target}
+            )
             # Mid-rollout: once the first batch is handed out, move one prod cluster to canary and
             # delete another (prod has not started: it waits for canary's soak).
             await read_until(kafka_bootstrap, prefix + STAGE_ADVANCE.name, STAGE_ADVANCE.partitions,
@@ -204,7 +227,7 @@ async def test_a_release_rolls_through_cluster_api_clusters_relabelled_and_delet
                                            on_poll=alive)  # fmt: skip
             except TimeoutError:
                 pytest.fail(f"not complete in {COMPLETE_TIMEOUT_S} s; planner log:\n{services.log_tail('planner')}")
-        assert completions(records) == {(s, t): "1.31.0" for s in ("canary", "prod") for t in ("controlPlane", "nodes")}
+        assert completions(records) == {(s, t): target for s in ("canary", "prod") for t in ("controlPlane", "nodes")}
 
         def handed_out(records: list[Any]) -> set[tuple[str, str]]:
             return {(json.loads(r.value)["stage"], c) for r in records for c in json.loads(r.value)["clusters"]}
@@ -219,10 +242,10 @@ async def test_a_release_rolls_through_cluster_api_clusters_relabelled_and_delet
         for name in (*CANARY, "prod-1", "prod-2", MOVED):
             cp = await kube.get(KubeadmControlPlane, f"{name}-cp", namespace=namespace)
             md = await kube.get(MachineDeployment, f"{name}-workers", namespace=namespace)
-            assert (cp.status["version"], md.spec["template"]["spec"]["version"]) == ("v1.31.0", "v1.31.0"), name
+            assert (cp.status["version"], md.spec["template"]["spec"]["version"]) == (f"v{target}",) * 2, name
         # The deleted cluster's control plane was never touched.
         left = await kube.get(KubeadmControlPlane, f"{DELETED}-cp", namespace=namespace)
-        assert left.spec["version"] == "v1.30.2"
+        assert left.spec["version"] == f"v{start}"
     finally:
         services.stop_all()
         for workload, node in nodes:

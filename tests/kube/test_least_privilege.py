@@ -18,7 +18,7 @@ from lightkube.types import PatchType
 from rbac import kubeconfig_with_rules
 from test_inventory_watcher import read_until, watching
 
-from rollout_adapters.kube.resources import CapiCluster
+from rollout_adapters.kube.resources import CapiCluster, KubeadmControlPlane
 from rollout_common.status import Track
 from rollout_executor.drivers.cluster_api import ClusterApiDriver
 from rollout_executor.drivers.port import DriverOutcome
@@ -67,13 +67,18 @@ async def test_inventory_watcher_reads_and_writes_nothing(
         kube, kubeconfig, namespace, "watcher", role_rules("rollout-inventory-watcher"), tmp_path
     )
     await create_cluster(kube, "eu-1", namespace, version="v1.30.2", topology=True, labels={"env": "prod"})
+    # no ClusterClass: its version is read from its KubeadmControlPlane
+    await create_cluster(kube, "eu-2", namespace, version="v1.29.8", labels={"env": "prod"})
     async with watching(own, kafka_bootstrap, topic_prefix, namespace, watch_groups=True):
-        seen = await read_until(kafka_bootstrap, topic_prefix, lambda c: len(c) >= 1)
-    assert seen == [("upsert", "eu-1", "1.30.2", {"env": "prod"})]
+        seen = await read_until(kafka_bootstrap, topic_prefix, lambda c: len(c) >= 2)
+    assert seen == [("upsert", "eu-1", "1.30.2", {"env": "prod"}), ("upsert", "eu-2", "1.29.8", {"env": "prod"})]
     client = client_for(own)
     try:
         patch = {"metadata": {"labels": {"env": "canary"}}}
         assert await refused(client, lambda c: c.patch(CapiCluster, "eu-1", patch, namespace=namespace,
+                                                       patch_type=PatchType.MERGE)) == 403  # fmt: skip
+        version = {"spec": {"version": "v1.30.2"}}
+        assert await refused(client, lambda c: c.patch(KubeadmControlPlane, "eu-2-cp", version, namespace=namespace,
                                                        patch_type=PatchType.MERGE)) == 403  # fmt: skip
         assert await refused(client, lambda c: c.get(Secret, "eu-1-kubeconfig", namespace=namespace)) == 403
     finally:

@@ -97,7 +97,15 @@ VALID: dict[str, dict[str, Any]] = {
         "finishedAt": 1.5,
     },
     "heartbeat": {"kind": "heartbeat", "cluster": "c1", "ready": True, "observedAt": 1.0},
-    "readiness": {"kind": "readiness", "cluster": "c1", "ready": False, "reason": "down", "observedAt": 2.0},
+    "readiness": {
+        "kind": "readiness",
+        "cluster": "c1",
+        "ready": False,
+        "reason": "down",
+        "observedAt": 2.0,
+        "controlPlaneVersion": V,
+        "nodeVersion": "1.31.2",
+    },
     "inventory": {
         "kind": "inventory",
         "action": "upsert",
@@ -139,6 +147,9 @@ MUTATIONS: list[Mutation] = [
     # an operator command with a bad version is answered, rejected with the reason (OPS-3): any text passes
     ("version", [*GOOD_VERSIONS[:2], *BAD_VERSIONS[:-1]], [BAD_VERSIONS[-1]], ("operator_command",)),
     ("cluster.version", GOOD_VERSIONS, BAD_VERSIONS),
+    # what a cluster reports running: optional, and written as targets are (the monitor drops the `v`)
+    ("controlPlaneVersion", [*GOOD_VERSIONS, None], BAD_VERSIONS, ("readiness",)),
+    ("nodeVersion", [*GOOD_VERSIONS, None], BAD_VERSIONS, ("readiness",)),
     # not above the control plane's version: that rule is the model's alone
     ("cluster.nodePools.0.version", ["1.31.2", "1.30.5-gke.1000"], BAD_VERSIONS),
     ("cluster.name", GOOD_NAMES, BAD_NAMES),
@@ -248,3 +259,15 @@ def test_bus2_every_exported_schema_declares_its_draft_and_is_a_valid_schema(tmp
         schema = json.loads(path.read_text())
         assert schema["$schema"] == DRAFT and schema["$id"] == path.name
         jsonschema.Draft202012Validator.check_schema(schema)
+
+
+def test_bus2_a_readiness_written_before_it_carried_versions_is_still_valid() -> None:
+    old = {"kind": "readiness", "cluster": "c1", "ready": True, "observedAt": 2.0}
+    model = _models()["readiness"]
+    assert model.model_validate_json(json.dumps(old)).model_dump(exclude_none=True) == {
+        "kind": "readiness",
+        "cluster": "c1",
+        "ready": True,
+        "observed_at": 2.0,
+    }
+    assert jsonschema.Draft202012Validator(event_schema(model)).is_valid(old)

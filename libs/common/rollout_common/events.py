@@ -93,6 +93,14 @@ class Readiness(_Event):
     observed_at: float | None = Field(
         default=None, alias="observedAt", description="epoch seconds when the cluster was observed (BUS-7)"
     )
+    # What the cluster itself said it runs at that observation, when its probe can read it: the
+    # planner does not count an upgrade done while the cluster reports another version.
+    control_plane_version: VersionText | None = Field(
+        default=None, alias="controlPlaneVersion", description="the version the cluster's API server reports"
+    )
+    node_version: VersionText | None = Field(
+        default=None, alias="nodeVersion", description="the lowest version the cluster's kubelets report"
+    )
 
 
 class InventoryChange(_Event):

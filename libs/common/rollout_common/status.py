@@ -37,6 +37,12 @@ class IneligibleType(str, Enum):
     NO_PARTITION = "NO_PARTITION"
 
 
+class NotReadyType(str, Enum):
+    """Why an upgraded cluster is NOT_READY beyond not having reported ready yet."""
+
+    VERSION_MISMATCH = "VERSION_MISMATCH"
+
+
 class StageState(str, Enum):
     PENDING = "PENDING"
     IN_PROGRESS = "IN_PROGRESS"

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rollout_common.duration import format_duration
+from rollout_common.status import NotReadyType
 
 Doc = Mapping[str, Any]
 
@@ -119,3 +120,16 @@ def until_text(epoch: float, *, clock: float | None) -> str:
     if clock is None:
         return moment
     return f"{moment} (in {format_duration(max(0.0, epoch - clock))})"
+
+
+def version_mismatch_reason(*, expected: str, reported: str) -> str:
+    """The status reason of a cluster track whose upgrade succeeded but which reports another version."""
+    return f"{NotReadyType.VERSION_MISMATCH.value}: upgraded to {expected} but reports {reported}"
+
+
+def version_mismatch_text(cluster: str, track: str, *, expected: str, reported: str) -> str:
+    """The same, for the progress stream and `rollout status`: which cluster, which track, what now."""
+    return (
+        f"cluster {cluster} {track}: {version_mismatch_reason(expected=expected, reported=reported)}; "
+        f"not counted done until it reports {expected}"
+    )

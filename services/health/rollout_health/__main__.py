@@ -127,6 +127,7 @@ async def run_inventory(settings: InventorySettings) -> None:
             kind=ClusterKind(settings.cluster_kind),
             namespace=settings.namespace,
             watch_groups=settings.fleet_groups,
+            watch_control_planes=settings.kubeadm_control_planes,
             checkpoint=Checkpoint(settings.checkpoint_file) if settings.checkpoint_file else None,
             watch_timeout_s=settings.watch_timeout_s,
         )

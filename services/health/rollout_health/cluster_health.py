@@ -1,11 +1,14 @@
 """What the monitor knows about one cluster, and the two ways it changes (pure functions).
 
 A Readiness is published only when what was last published for the cluster changes: a
-heartbeat that flips `ready`, or silence longer than the staleness limit (not ready, "stale").
-After a stale spell, the first heartbeat saying ready publishes ready again.
+heartbeat that flips `ready`, one that reports another version running (control plane or oldest
+kubelet), or silence longer than the staleness limit (not ready, "stale"). After a stale spell,
+the first heartbeat saying ready publishes ready again.
 """
 
 from __future__ import annotations
+
+import re
 
 from pydantic import BaseModel, ConfigDict
 
@@ -20,6 +23,9 @@ class ClusterHealth(BaseModel):
     last_seen: float  # epoch seconds when the last heartbeat was observed (its observedAt)
     last_published: bool | None = None  # the `ready` last published; None before the first
     published_observed_at: float | None = None  # the observation time of what was last published
+    # the versions last published (absent in rows written before readiness carried them)
+    control_plane_version: str | None = None
+    node_version: str | None = None
 
     @property
     def evidence_at(self) -> float | None:
@@ -33,23 +39,56 @@ class ClusterHealth(BaseModel):
         return self.last_seen if self.ready == self.last_published else self.published_observed_at
 
 
+# Kubernetes spells a version `v1.31.13-gke.1023000`, `v1.31.0` or `v1.31.0+k3s1`; the planner
+# compares ours. A build suffix other than GKE's is not part of our versions, so it is dropped.
+_REPORTED = re.compile(r"v?([0-9]+\.[0-9]+\.[0-9]+(?:-gke\.[0-9]+)?)(?:[+-][0-9A-Za-z.+-]*)?")
+
+
+def reported_version(text: str | None) -> str | None:
+    """A version a cluster reports, as the planner writes it; None when it is not one (unknown)."""
+    match = _REPORTED.fullmatch(text.strip()) if text else None
+    return match.group(1) if match else None
+
+
 def after_heartbeat(
     previous: ClusterHealth | None, heartbeat: Heartbeat, *, seen_at: float
 ) -> tuple[ClusterHealth, Readiness | None]:
     if previous is not None and seen_at < previous.last_seen:
         # Older than what we have (a producer's clock went back): it must not undo a newer state.
         return previous, None
+    cp_version = reported_version(heartbeat.control_plane_version)
+    node_version = reported_version(heartbeat.node_version)
+    was = (None, None) if previous is None else (previous.control_plane_version, previous.node_version)
     state = ClusterHealth(
         ready=heartbeat.ready,
         last_seen=seen_at,
         last_published=None if previous is None else previous.last_published,
         published_observed_at=None if previous is None else previous.published_observed_at,
+        control_plane_version=was[0],
+        node_version=was[1],
     )
-    if state.last_published == heartbeat.ready:
+    # A version the probe could not read this time is unknown, not changed: only a version
+    # reported and different is news (an upgrade landing, or not landing, on the cluster).
+    now_reported = (cp_version, node_version)
+    versions_changed = any(new is not None and new != old for new, old in zip(now_reported, was, strict=True))
+    if state.last_published == heartbeat.ready and not versions_changed:
         return state, None
     reason = heartbeat.detail or ("reported ready" if heartbeat.ready else "reported not ready")
-    readiness = Readiness(cluster=heartbeat.cluster, ready=heartbeat.ready, reason=reason, observed_at=seen_at)
-    return state.model_copy(update={"last_published": heartbeat.ready, "published_observed_at": seen_at}), readiness
+    readiness = Readiness(
+        cluster=heartbeat.cluster,
+        ready=heartbeat.ready,
+        reason=reason,
+        observed_at=seen_at,
+        control_plane_version=cp_version,
+        node_version=node_version,
+    )
+    published = {
+        "last_published": heartbeat.ready,
+        "published_observed_at": seen_at,
+        "control_plane_version": cp_version or was[0],
+        "node_version": node_version or was[1],
+    }
+    return state.model_copy(update=published), readiness
 
 
 def after_silence(
@@ -62,4 +101,7 @@ def after_silence(
     readiness = Readiness(
         cluster=cluster, ready=False, reason=f"stale: no heartbeat for {silent_s:.0f} s", observed_at=now
     )
-    return state.model_copy(update={"last_published": False, "published_observed_at": now}), readiness
+    # a stale mark carries no versions: its repeats must not pass old ones off as observed now
+    update: dict[str, object] = {"last_published": False, "published_observed_at": now}
+    update |= {"control_plane_version": None, "node_version": None}
+    return state.model_copy(update=update), readiness

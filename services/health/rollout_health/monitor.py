@@ -3,8 +3,8 @@
 - Agent (concurrency 1: faust 0.15 can commit past an unfinished event with more): reads raw
   heartbeat records, decodes them with the CloudEvents envelope (a bad one is dead-lettered,
   never crashes the agent), updates the cluster's row and publishes a Readiness on change.
-- Table `cluster-health`: {ready, last_seen, last_published} per cluster, changelog-backed in
-  Kafka, so a restarted monitor neither forgets nor re-announces what it published.
+- Table `cluster-health`: {ready, last_seen, last_published, the versions last published} per
+  cluster, changelog-backed in Kafka, so a restarted monitor neither forgets nor re-announces what it published.
 - Timer: every `check_interval_s`, a cluster silent for `staleness_limit_s` is published not
   ready ("stale: no heartbeat for N s").
 
@@ -172,6 +172,8 @@ class HealthMonitor:
                     ready=current.last_published,
                     reason="unchanged",
                     observed_at=current.evidence_at,
+                    control_plane_version=current.control_plane_version,
+                    node_version=current.node_version,
                 )
                 await self._publish(again, change=False)
                 published.append(again)

@@ -126,6 +126,11 @@ class InventorySettings(_Common):
     cluster_kind: str = Field(default="cluster-api", pattern="^(cluster-api|fleet)$", description="what to watch")
     namespace: str | None = Field(default=None, description="watch one namespace; None: all of them")
     fleet_groups: bool = Field(default=False, description="also watch Fleet ClusterGroups (group, groupLabels)")
+    kubeadm_control_planes: bool = Field(
+        default=True,
+        description="cluster-api: read a Cluster's version from its KubeadmControlPlane (status.version); "
+        "false where that provider is not installed (the rollout/version annotation is read instead)",
+    )
     checkpoint_file: Path | None = Field(default=None, description="keeps resourceVersions across restarts")
     watch_timeout_s: int = Field(default=300, gt=0, description="the server ends a watch after this; it resumes")
 

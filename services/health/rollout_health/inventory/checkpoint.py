@@ -32,6 +32,7 @@ class WatchState:
     clusters: dict[Key, ClusterSource] = field(default_factory=dict)
     groups: dict[Key, GroupSource] = field(default_factory=dict)
     published: dict[str, Cluster] = field(default_factory=dict)
+    control_planes: dict[Key, str | None] = field(default_factory=dict)  # KubeadmControlPlane -> its version
 
 
 def _cluster_source(raw: dict[str, Any]) -> ClusterSource:
@@ -41,6 +42,7 @@ def _cluster_source(raw: dict[str, Any]) -> ClusterSource:
         labels=raw.get("labels", {}),
         annotations=raw.get("annotations", {}),
         topology_version=raw.get("topology_version"),
+        control_plane=None if raw.get("control_plane") is None else (raw["control_plane"][0], raw["control_plane"][1]),
     )
 
 
@@ -68,6 +70,8 @@ class Checkpoint:
                 clusters={(c["namespace"], c["name"]): _cluster_source(c) for c in raw["clusters"]},
                 groups={(g["namespace"], g["name"]): _group_source(g) for g in raw["groups"]},
                 published={c["name"]: Cluster.model_validate(c) for c in raw["published"]},
+                # absent in checkpoints written before control planes were watched
+                control_planes={(p["namespace"], p["name"]): p["version"] for p in raw.get("control_planes", [])},
             )
         except FileNotFoundError:
             return WatchState()
@@ -86,6 +90,7 @@ class Checkpoint:
                     "labels": dict(s.labels),
                     "annotations": dict(s.annotations),
                     "topology_version": s.topology_version,
+                    "control_plane": None if s.control_plane is None else list(s.control_plane),
                 }
                 for s in state.clusters.values()
             ],
@@ -99,6 +104,10 @@ class Checkpoint:
                 for g in state.groups.values()
             ],
             "published": [c.model_dump(mode="json", by_alias=True) for c in state.published.values()],
+            "control_planes": [
+                {"namespace": ns, "name": name, "version": version}
+                for (ns, name), version in state.control_planes.items()
+            ],
         }
         partial = self.path.with_suffix(self.path.suffix + ".partial")
         partial.write_text(json.dumps(raw))

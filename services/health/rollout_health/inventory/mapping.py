@@ -2,9 +2,12 @@
 
 - name: `metadata.name` (names must be unique across the namespaces watched);
 - labels: `metadata.labels`, as they are (stage selectors and partitions match them);
-- version: `spec.topology.version` (a cluster built from a ClusterClass), else the annotation
-  `rollout/version`, without Kubernetes' leading `v` (`v1.30.2` is our `1.30.2`); a cluster with
-  neither is not in the inventory (nothing to compare a target to);
+- version: `spec.topology.version` (a cluster built from a ClusterClass); else the version its
+  `KubeadmControlPlane` (`spec.controlPlaneRef`) runs: `status.version`, the lowest version of its
+  machines, or `spec.version` before the control plane has reported one; else the annotation
+  `rollout/version` (control planes of other providers, whose objects the watcher does not read);
+  without Kubernetes' leading `v` (`v1.30.2` is our `1.30.2`). A cluster with none of them is not
+  in the inventory (nothing to compare a target with);
 - nodeVersion: the annotation `rollout/node-version` (default: the control plane's);
 - channel: the annotation, else the label, `rollout/channel` (default `regular`);
 - group: the annotation `rollout/group` naming a Fleet ClusterGroup, else the first (by name) of
@@ -27,6 +30,8 @@ from pydantic import ValidationError
 from rollout_common.fleet import Cluster
 from rollout_common.selector import LabelSelector
 
+KUBEADM_CONTROL_PLANE = "KubeadmControlPlane"
+CONTROL_PLANE_GROUP = "controlplane.cluster.x-k8s.io"
 PREFIX = "rollout/"
 VERSION = PREFIX + "version"
 NODE_VERSION = PREFIX + "node-version"
@@ -45,19 +50,42 @@ class ClusterSource:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     topology_version: str | None = None
+    # (namespace, name) of the KubeadmControlPlane `spec.controlPlaneRef` names, if it names one
+    control_plane: tuple[str, str] | None = None
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> ClusterSource:
         meta = obj.get("metadata") or {}
-        topology = (obj.get("spec") or {}).get("topology") or {}
-        version = topology.get("version")
+        spec = obj.get("spec") or {}
+        version = (spec.get("topology") or {}).get("version")
+        namespace = str(meta.get("namespace", ""))
         return cls(
             name=str(meta.get("name", "")),
-            namespace=str(meta.get("namespace", "")),
+            namespace=namespace,
             labels=dict(meta.get("labels") or {}),
             annotations=dict(meta.get("annotations") or {}),
             topology_version=str(version) if version else None,
+            control_plane=_kubeadm_control_plane(spec.get("controlPlaneRef"), namespace),
         )
+
+
+def _kubeadm_control_plane(ref: Any, namespace: str) -> tuple[str, str] | None:
+    """The KubeadmControlPlane a Cluster's controlPlaneRef names (its namespace defaults to the Cluster's)."""
+    if not isinstance(ref, Mapping) or ref.get("kind") != KUBEADM_CONTROL_PLANE or not ref.get("name"):
+        return None
+    if str(ref.get("apiVersion", "")).split("/")[0] != CONTROL_PLANE_GROUP:
+        return None
+    return (str(ref.get("namespace") or namespace), str(ref["name"]))
+
+
+def control_plane_version(obj: Mapping[str, Any]) -> str | None:
+    """What a KubeadmControlPlane runs: `status.version` is the lowest version of its machines
+    (Cluster API v1beta1); `spec.version` is only what it should run, so it stands in only while the
+    controller has not reported a version yet (a control plane being created)."""
+    running = (obj.get("status") or {}).get("version")
+    desired = (obj.get("spec") or {}).get("version")
+    version = running or desired
+    return str(version) if version else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,10 +143,17 @@ def ours(version: str) -> str:
     return version[1:] if version.startswith("v") else version
 
 
-def to_cluster(source: ClusterSource, groups: Iterable[GroupSource] = ()) -> Cluster | Unmapped:
-    version = source.topology_version or source.annotations.get(VERSION)
+def to_cluster(
+    source: ClusterSource,
+    groups: Iterable[GroupSource] = (),
+    control_planes: Mapping[tuple[str, str], str | None] | None = None,
+) -> Cluster | Unmapped:
+    running = None if source.control_plane is None else (control_planes or {}).get(source.control_plane)
+    version = source.topology_version or running or source.annotations.get(VERSION)
     if not version:
-        return Unmapped(source.name, f"no spec.topology.version and no {VERSION} annotation")
+        return Unmapped(
+            source.name, f"no spec.topology.version, no version on a KubeadmControlPlane and no {VERSION} annotation"
+        )
     group = _group(source, groups)
     fields: dict[str, Any] = {
         "name": source.name,

@@ -1,5 +1,6 @@
 """The inventory watcher: lists and watches the cluster objects of a management cluster (Cluster
-API `Cluster`, or Fleet `Cluster`) and, optionally, Fleet `ClusterGroup`s, and publishes every
+API `Cluster` with the `KubeadmControlPlane`s their versions are read from, or Fleet `Cluster`)
+and, optionally, Fleet `ClusterGroup`s, and publishes every
 change that matters to the inventory (an add, a label, version, channel or group change, a
 deletion) as an `InventoryChange` on rollout.inventory (SEQ-6).
 
@@ -26,7 +27,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import GenericNamespacedResource
 
 from rollout_adapters.kube.client import translate
-from rollout_adapters.kube.resources import CapiCluster, FleetCluster, FleetClusterGroup
+from rollout_adapters.kube.resources import CapiCluster, FleetCluster, FleetClusterGroup, KubeadmControlPlane
 from rollout_common.envelope import encode
 from rollout_common.errors import PermanentError, RolloutError
 from rollout_common.events import InventoryChange
@@ -34,7 +35,13 @@ from rollout_common.fleet import Cluster
 from rollout_common.ports import Bus
 from rollout_common.topics.catalog import INVENTORY
 from rollout_health.inventory.checkpoint import Checkpoint, WatchState
-from rollout_health.inventory.mapping import ClusterSource, GroupSource, Unmapped, to_cluster
+from rollout_health.inventory.mapping import (
+    ClusterSource,
+    GroupSource,
+    Unmapped,
+    control_plane_version,
+    to_cluster,
+)
 
 log = logging.getLogger("rollout_health.inventory")
 
@@ -47,6 +54,12 @@ class ClusterKind(str, Enum):
 class Stream(str, Enum):
     CLUSTERS = "clusters"
     GROUPS = "groups"
+    CONTROL_PLANES = "control_planes"
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace", "")), str(meta.get("name", "")))
 
 
 def _as_dict(obj: Any) -> Mapping[str, Any]:
@@ -64,6 +77,7 @@ class InventoryWatcher:
         kind: ClusterKind = ClusterKind.CLUSTER_API,
         namespace: str | None = None,
         watch_groups: bool = False,
+        watch_control_planes: bool = True,
         checkpoint: Checkpoint | None = None,
         watch_timeout_s: int = 300,
         retry_s: float = 2.0,
@@ -77,6 +91,9 @@ class InventoryWatcher:
         }
         if watch_groups:
             self._resources[Stream.GROUPS] = FleetClusterGroup
+        if watch_control_planes and kind is ClusterKind.CLUSTER_API:
+            # the version a Cluster runs is its control plane's (no ClusterClass topology to read)
+            self._resources[Stream.CONTROL_PLANES] = KubeadmControlPlane
         self._namespace = namespace or ALL_NS
         self._checkpoint = checkpoint
         self._watch_timeout_s = watch_timeout_s
@@ -146,6 +163,8 @@ class InventoryWatcher:
             if stream is Stream.CLUSTERS:
                 sources = (ClusterSource.from_object(o) for o in objects)
                 self.state.clusters = {(s.namespace, s.name): s for s in sources}
+            elif stream is Stream.CONTROL_PLANES:
+                self.state.control_planes = {_key(o): control_plane_version(o) for o in objects}
             else:
                 groups = (GroupSource.from_object(o) for o in objects)
                 self.state.groups = {(g.namespace, g.name): g for g in groups}
@@ -156,10 +175,14 @@ class InventoryWatcher:
 
     async def _on_event(self, stream: Stream, event_type: str, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
-        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        key = _key(obj)
         async with self._lock:
             if event_type == "BOOKMARK":
                 pass
+            elif stream is Stream.CONTROL_PLANES and event_type == "DELETED":
+                self.state.control_planes.pop(key, None)
+            elif stream is Stream.CONTROL_PLANES:
+                self.state.control_planes[key] = control_plane_version(obj)
             elif stream is Stream.CLUSTERS and event_type == "DELETED":
                 self.state.clusters.pop(key, None)
             elif stream is Stream.CLUSTERS:
@@ -177,7 +200,7 @@ class InventoryWatcher:
         mapped: dict[str, Cluster] = {}
         groups = list(self.state.groups.values())
         for (namespace, name), source in sorted(self.state.clusters.items()):
-            result = to_cluster(source, groups)
+            result = to_cluster(source, groups, self.state.control_planes)
             if isinstance(result, Unmapped):
                 if self._unmapped.get(name) != result.reason:
                     log.warning("cluster %s/%s left out of the inventory: %s", namespace, name, result.reason)

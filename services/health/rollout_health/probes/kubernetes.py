@@ -129,7 +129,9 @@ class KubernetesProbe:
         version_answer = await workload.http.get("/version")
         api_version = version_answer.json().get("gitVersion") if version_answer.status_code == 200 else None
         nodes = [node async for node in workload.api.list(Node)]
+        # a node that has not reported its info yet has no kubelet version: unknown, not the oldest
         kubelets = [n.status.nodeInfo.kubeletVersion for n in nodes if n.status and n.status.nodeInfo]
+        kubelets = [version for version in kubelets if version]
         versions: dict[str, Any] = {"control_plane_version": api_version, "node_version": oldest(kubelets)}
         if readyz.status_code != 200:
             return ProbeResult(ready=False, detail=f"/readyz answered {readyz.status_code}", **versions)

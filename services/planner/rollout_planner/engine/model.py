@@ -46,6 +46,7 @@ class ClusterRec:
         "done_by",
         "failed",
         "finished_at",
+        "mismatch",
         "name",
         "not_done",
         "observed_at",
@@ -90,13 +91,26 @@ class ClusterRec:
         self.retries: tuple[int, int] = NO_RETRIES  # OPS-4: retries of the current target, per track
         self.observed_at: float | None = None  # BUS-7: newest readiness observation applied
         self.finished_at: float | None = None  # BUS-7: when the last upgrade result says it finished
+        # per track: the version the cluster reports running when it is not the one its succeeded
+        # upgrade went to (VERSION_MISMATCH); the shared empty pair while none disagrees
+        self.mismatch: tuple[Version | None, Version | None] = NO_PAIR
 
     @property
     def busy(self) -> bool:
         return self.running[CP] is not None or self.running[NODES] is not None
 
     def compute_available(self) -> bool:
-        return self.ready and not self.busy and not self.awaiting_ready and self.failed is NO_PAIR
+        # GATE-1 counts as unavailable a cluster "handed out and not yet reported ready on the new
+        # version": one whose upgrade succeeded but which reports another version is exactly that,
+        # so it holds its partition's batches (and is not done for GATE-2) until it reports the
+        # version, as a cluster that never reported ready after its upgrade would.
+        return (
+            self.ready
+            and not self.busy
+            and not self.awaiting_ready
+            and self.failed is NO_PAIR
+            and self.mismatch is NO_PAIR
+        )
 
 
 class PartitionRec:

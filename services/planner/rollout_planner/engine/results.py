@@ -5,7 +5,8 @@ from __future__ import annotations
 from rollout_common.commands import Notice
 from rollout_common.events import Readiness, UpgradeResult
 from rollout_common.quantity import resolve
-from rollout_common.status import StageReason, StageState
+from rollout_common.status import TRACKS, NotReadyType, StageReason, StageState
+from rollout_common.status_words import version_mismatch_text
 from rollout_common.version import Version, parse_version
 from rollout_planner.engine.errors import EngineInvariantError
 from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, Run, put, put_count
@@ -71,6 +72,7 @@ def _succeeded(state: EngineState, cluster: ClusterRec, track: int, version: Ver
     target_run = cluster.target_run[track]
     cluster.versions[track] = version
     cluster.awaiting_ready = True  # GATE-1: unavailable until reported ready on the new version
+    cluster.mismatch = put(cluster.mismatch, track, None)  # judged again against the new version
     cluster.target[track] = None
     cluster.target_run[track] = None
     cluster.retries = put_count(cluster.retries, track, 0)  # done: the next target starts afresh
@@ -140,7 +142,40 @@ def apply_readiness(state: EngineState, event: Readiness) -> None:
     cluster.ready = event.ready
     if event.ready and not cluster.busy and _after_upgrade(cluster, observed):
         cluster.awaiting_ready = False
+    if _observed_after_result(cluster, observed):
+        _check_versions(state, cluster, (event.control_plane_version, event.node_version))
     refresh(state, cluster)
+
+
+def _observed_after_result(cluster: ClusterRec, observed: float | None) -> bool:
+    """BUS-7: what the cluster ran before its last upgrade finished says nothing about that upgrade."""
+    return observed is None or cluster.finished_at is None or observed > cluster.finished_at
+
+
+def _check_versions(state: EngineState, cluster: ClusterRec, reported: tuple[str | None, str | None]) -> None:
+    """A track whose upgrade succeeded must report the version it went to, or it is not done.
+
+    Only tracks a rollout upgraded are checked: elsewhere the version is the inventory's, which the
+    cluster's own report may lead or lag without anything having gone wrong. A version not reported
+    (a probe that cannot read it) changes nothing either way.
+    """
+    for track, text in enumerate(reported):
+        if text is None or not cluster.done_by[track] or cluster.running[track] is not None:
+            continue  # unchecked, or an upgrade in flight: its result says what to expect
+        version, expected = parse_version(text), cluster.versions[track]
+        found = None if version == expected else version
+        if found == cluster.mismatch[track]:
+            continue
+        cluster.mismatch = put(cluster.mismatch, track, found)
+        name = TRACKS[track].value
+        stage = None if cluster.stage is None else state.stages[cluster.stage].spec.name
+        if found is not None:
+            code = NotReadyType.VERSION_MISMATCH.value
+            message = version_mismatch_text(cluster.name, name, expected=expected.text, reported=version.text)
+        else:
+            code = "VERSION_CONFIRMED"
+            message = f"cluster {cluster.name} {name} reports {expected.text}, the version it was upgraded to"
+        state.emit(Notice(code=code, message=message, cluster=cluster.name, stage=stage))
 
 
 def _after_upgrade(cluster: ClusterRec, observed: float | None) -> bool:

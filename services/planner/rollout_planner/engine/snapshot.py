@@ -93,6 +93,9 @@ def _cluster(c: ClusterRec) -> dict[str, Any]:
         "retries": list(c.retries),
         "observedAt": c.observed_at,
         "finishedAt": c.finished_at,
+        # only when a cluster disagrees: absent in snapshots written before versions were checked,
+        # so the format stays readable both ways
+        **({} if c.mismatch is NO_PAIR else {"mismatch": [_v(v) for v in c.mismatch]}),
     }
 
 
@@ -235,6 +238,8 @@ def _load_cluster(raw: dict[str, Any]) -> ClusterRec:
     record.retries = put_count(put_count(NO_RETRIES, 0, raw["retries"][0]), 1, raw["retries"][1])
     record.observed_at = raw["observedAt"]
     record.finished_at = raw["finishedAt"]
+    mismatch = raw.get("mismatch") or [None, None]
+    record.mismatch = _pair([_pv(mismatch[0]), _pv(mismatch[1])])
     return record
 
 

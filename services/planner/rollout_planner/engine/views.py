@@ -6,6 +6,7 @@ from typing import Any
 
 from rollout_common.quantity import resolve
 from rollout_common.status import TRACKS, ClusterStatus, IneligibleType, PauseType, StageState
+from rollout_common.status_words import version_mismatch_reason
 from rollout_planner.engine.eligibility import offered_versions
 from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState, StageRec
 from rollout_planner.engine.reasons import describe_waits, window_waits
@@ -76,6 +77,10 @@ def _targeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track: i
 
 def _untargeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track: int) -> StatusPair:
     if cluster.done_by[track]:
+        reported = cluster.mismatch[track]
+        if reported is not None:
+            text = version_mismatch_reason(expected=cluster.versions[track].text, reported=reported.text)
+            return ClusterStatus.NOT_READY, text
         if cluster.awaiting_ready or not cluster.ready:
             return ClusterStatus.NOT_READY, "upgraded, not yet reported ready"
         return ClusterStatus.COMPLETE, None

@@ -3,7 +3,8 @@
 It is what `rollout status` draws: per rollout its state, release and per-stage start/finish
 (STAT-4); per stage and track the engine's `stage_view` (STAT-2, STAT-3, STAT-5 waits); the next
 wake-up and what it is for; the clusters that need a person (failed, with the executor's error;
-paused by a window, with when it opens; paused for deprecated API use).
+paused by a window, with when it opens; paused for deprecated API use; upgraded but reporting
+another version).
 
 It is written after every planner batch, so its cost stays linear in the fleet with a small
 constant: one pass over the clusters besides `stage_view`'s, and every list of cluster names is
@@ -115,8 +116,24 @@ def attention(state: EngineState) -> dict[str, Any]:
     failed: list[dict[str, Any]] = []
     windows: list[tuple[float, str, int]] = []
     deprecated: list[str] = []
-    failed_total = deprecated_total = 0
+    mismatched: list[dict[str, Any]] = []
+    failed_total = deprecated_total = mismatched_total = 0
     for cluster in state.clusters.values():
+        if cluster.mismatch is not NO_PAIR:
+            for track in TRACK_INDEXES:
+                reported = cluster.mismatch[track]
+                if reported is None:
+                    continue
+                mismatched_total += 1
+                if len(mismatched) < NAMES_CAP:
+                    mismatched.append(
+                        {
+                            "cluster": cluster.name,
+                            "track": TRACKS[track].value,
+                            "expected": cluster.versions[track].text,
+                            "reported": reported.text,
+                        }
+                    )
         if cluster.failed is not NO_PAIR:
             for track in TRACK_INDEXES:
                 error = cluster.failed[track]
@@ -154,6 +171,9 @@ def attention(state: EngineState) -> dict[str, Any]:
         "pausedWindowTotal": len(windows),
         "pausedDeprecated": deprecated,
         "pausedDeprecatedTotal": deprecated_total,
+        # upgraded, but the cluster reports another version: not counted done (VERSION_MISMATCH)
+        "versionMismatch": mismatched,
+        "versionMismatchTotal": mismatched_total,
     }
 
 
