@@ -25,7 +25,7 @@ from typing import Any
 
 from bench import kafka_report
 from bench.charts import save_chart
-from bench.engine_cost import measure_baseline, measure_engine
+from bench.engine_cost import measure_baseline, measure_engine, measure_naive_memory
 from bench.kafka_report import KAFKA_FULL, KAFKA_QUICK
 from bench.whole_rollout import measure_rollout
 from bench.window_cost import as_json as windows_json
@@ -101,12 +101,16 @@ def engine_run(clusters: int, plan: Plan, *, windows: bool = False) -> dict[str,
             *(["--windows"] if windows else []),
         ]
         done = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
-        return dict(json.loads(done.stdout))
-    out: dict[str, Any] = {
-        "engine": asdict(measure_engine(clusters, plan.events, profile_events=profile, windows=windows))
-    }
+        out: dict[str, Any] = dict(json.loads(done.stdout))
+        if budget:
+            memory = [sys.executable, "-m", "bench.engine_cost", "--clusters", str(clusters), "--naive-memory"]
+            done = subprocess.run(memory, cwd=ROOT, check=True, capture_output=True, text=True)
+            out["baseline"]["bytes_per_cluster"] = json.loads(done.stdout)["bytes_per_cluster"]
+        return out
+    out = {"engine": asdict(measure_engine(clusters, plan.events, profile_events=profile, windows=windows))}
     if budget:
         out["baseline"] = asdict(measure_baseline(clusters, plan.events, budget_s=budget))
+        out["baseline"]["bytes_per_cluster"] = measure_naive_memory(clusters)  # quick mode: same process, rough
     return out
 
 
