@@ -447,7 +447,7 @@ def scaling_charts(data: dict[str, Any], folder: Path) -> list[str]:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("clusters in the fleet")
-    ax.set_ylabel("µs per readiness event (mean)")
+    ax.set_ylabel("µs per readiness event (fastest chunk's mean)")
     ax.set_title("Time per event: engine vs full recompute")
     names = [save_chart(fig, ax, folder / SCALING_TIME)]
 
