@@ -673,11 +673,14 @@ def limits_lines(kafka: dict[str, Any]) -> list[str]:
             f"- At {TARGET_EFFICIENCY_AT} workers the workers used {top['workers_cpu_s']:.2f} CPU s in {wall:.2f} s "
             f"({top['workers_cpu_s'] / wall:.2f} cores for {TARGET_EFFICIENCY_AT} processes; "
             f"{top['cpu_per_heartbeat_ms']:.2f} ms CPU per heartbeat).",
-            f"  One worker alone used {one_cores:.2f} cores; {TARGET_EFFICIENCY_AT} workers at that pace would need "
-            f"{one_cores * TARGET_EFFICIENCY_AT:.2f},",
-            "  on 2 cores shared with the broker and other work (see the load averages). A worker no longer",
-            "  waits for each readiness change's acknowledgement (see above), so what is left per worker is",
-            "  CPU: faust's consumer and producer, decoding the envelope, the table row and its changelog record.",
+            f"  One worker alone got {one_cores:.2f} cores; {TARGET_EFFICIENCY_AT} workers at that pace would need "
+            f"{one_cores * TARGET_EFFICIENCY_AT:.2f} of",
+            "  the 2 cores, which the broker and other work share (see the load averages: with other runnable",
+            "  processes, each gets a fraction of a core). A worker no longer waits for each readiness change's",
+            "  acknowledgement (see above): its rate follows the CPU it is given, about 1.4 ms per heartbeat",
+            "  (faust's consumer and producer, decoding the envelope, the table row and its changelog record),",
+            "  so more workers on the same 2 cores add less than their share. On a machine with a core per",
+            "  worker and the broker elsewhere this limit moves; here it is the machine's.",
             "- The heartbeats topic's partition count (4) does not limit it at 4 workers; it caps the worker",
             "  count (see the section above for raising it).",
             *_health_profile_lines(kafka.get("health_profile"), top["cpu_per_heartbeat_ms"]),
@@ -692,7 +695,9 @@ def _health_profile_lines(profile: dict[str, Any] | None, worker_ms: float) -> l
     if not profile:
         return []
     own = profile["cpu_us_per_heartbeat"]
-    tree = "\n".join(profile["pyinstrument"].strip("\n").splitlines()[:45])
+    # pyinstrument names the profiling script by its absolute path: not for the page
+    kept = [line for line in profile["pyinstrument"].strip("\n").splitlines() if not line.startswith("Profile at")]
+    tree = "\n".join(kept[:45])
     return [
         f"- In process, without a broker (`bench.health_scaling --profile-records {profile['records']}`), the",
         f"  monitor's own work took {own:,.0f} µs of CPU per heartbeat (decode, judge, readiness encoded and",

@@ -1,6 +1,6 @@
 """Run every benchmark, print the tables and write docs/benchmarks.md with charts.
 
-    python -m bench.run            # full: engine 1k..1M, simulator rollouts, Kafka benchmarks (~12 minutes)
+    python -m bench.run            # full: engine 1k..1M, simulator rollouts, Kafka benchmarks (~27 minutes)
     python -m bench.run --quick    # tiny sizes, seconds, no Kafka; prints only unless --output is given
     python -m bench.run --quick --kafka-bootstrap HOST:PORT --redis-url URL   # quick, with tiny Kafka runs
 
@@ -525,7 +525,9 @@ def _profile_section(engine: dict[str, Any]) -> list[str]:
                 f"| {row['self_share'] * 100:.1f} | {row['cum_share'] * 100:.1f} | {row['calls']:,} | "
                 f"`{row['function']}` |"
             )
-        tree = "\n".join(prof["pyinstrument"].strip("\n").splitlines()[:PROFILE_LINES])
+        # pyinstrument names the profiling script by its absolute path: not for the page
+        kept = [line for line in prof["pyinstrument"].strip("\n").splitlines() if not line.startswith("Profile at")]
+        tree = "\n".join(kept[:PROFILE_LINES])
         lines += ["", "pyinstrument call tree (top):", "", "```text", tree, "```", ""]
     return lines
 
