@@ -139,3 +139,18 @@ def test_win1_a_fleet_on_one_window_definition_asks_dateutil_once_per_instant() 
     # the anchored rule's dateutil walk is not repeated: its answers for this instant are remembered
     asked = dict(recurrence._answers)
     assert len(asked) == 2 and windows[2].next_open(at) == at + 1200 and recurrence._answers == asked
+
+
+def test_win1_one_instant_in_two_zones_is_two_definitions() -> None:
+    """A monthly window starting 2020-01-31 23:00 UTC opens on the 31st; the same instant written
+    at +02:00 (1 February 01:00) opens on the 1st: they must not share one recurrence."""
+    utc, east = (
+        MaintenanceWindow.model_validate({"start": start, "duration": "1h", "recurrence": "FREQ=MONTHLY"})
+        for start in ("2020-01-31T23:00:00Z", "2020-02-01T01:00:00+02:00")
+    )
+    at = to_epoch(dt.datetime(2026, 3, 15, tzinfo=UTC))
+    assert utc.next_open(at) == to_epoch(dt.datetime(2026, 3, 31, 23, tzinfo=UTC))
+    assert east.next_open(at) == to_epoch(dt.datetime(2026, 3, 31, 23, tzinfo=UTC))  # 1 April 01:00 at +02:00
+    at = to_epoch(dt.datetime(2026, 4, 2, tzinfo=UTC))
+    assert utc.next_open(at) == to_epoch(dt.datetime(2026, 5, 31, 23, tzinfo=UTC))  # April has no 31st
+    assert east.next_open(at) == to_epoch(dt.datetime(2026, 4, 30, 23, tzinfo=UTC))  # 1 May 01:00 at +02:00

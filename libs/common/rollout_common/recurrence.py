@@ -143,9 +143,16 @@ class Recurrence:
         return cached
 
 
-@lru_cache(maxsize=256)
 def shared(text: str, start: dt.datetime) -> Recurrence:
-    """One `Recurrence` per definition, whichever cluster's window asks (answers depend on nothing else)."""
+    """One `Recurrence` per definition, whichever cluster's window asks (answers depend on nothing else).
+
+    Keyed by the start's time zone too: datetimes of one instant in two zones compare equal, but a
+    rule counts its days and months on the start's own wall clock."""
+    return _shared(text, start, start.tzinfo)
+
+
+@lru_cache(maxsize=256)
+def _shared(text: str, start: dt.datetime, zone: dt.tzinfo | None) -> Recurrence:
     return Recurrence(text, start)
 
 
