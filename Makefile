@@ -64,7 +64,7 @@ kube-build: venv  ## build kube-apiserver with Go, once per machine (~/.cache/ro
 infra-fetch: venv kube-build  ## fetch the Kafka broker's jars with Maven and build kube-apiserver, once per machine (~/.cache/rollout)
 	$(PY) -m rollout_devenv kafka fetch
 
-bench: venv  ## engine, Kafka, latency, executor-scaling and whole-rollout benchmarks; writes docs/benchmarks.md (~12 min)
+bench: venv  ## engine, Kafka, latency, executor-scaling, health-scaling and whole-rollout benchmarks; writes docs/benchmarks.md (~27 min on 2 shared cores)
 	$(PY) -m bench.run
 
 ## nightly fault injection: the chaos test with more seeds and faults (CI runs 10 seeds x 2 process

@@ -37,6 +37,10 @@ FROM_VERSION = "1.30.5-gke.1000"
 TO_VERSION = "1.31.13-gke.1023000"
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z; the engine never reads a clock of its own
 FEED_CHUNK = 2_000
+# The windows variant: every cluster holds an hourly 30-minute window defined years before NOW. It is
+# open at every instant the benchmark decides at (NOW .. NOW+720 s), so both runs do the same work
+# and the difference is what asking the window costs (WIN-1).
+OLD_WINDOW = {"start": "2020-01-01T00:00:00Z", "duration": "30m", "recurrence": "FREQ=HOURLY"}
 
 
 def sequence() -> Sequence:
@@ -60,9 +64,10 @@ def sequence() -> Sequence:
     )
 
 
-def fleet(count: int) -> list[Cluster]:
+def fleet(count: int, *, windows: bool = False) -> list[Cluster]:
+    extra: dict[str, Any] = {"maintenanceWindow": OLD_WINDOW} if windows else {}
     return [
-        Cluster.model_validate({"name": f"c-{i:07d}", "labels": {"env": "prod"}, "version": FROM_VERSION})
+        Cluster.model_validate({"name": f"c-{i:07d}", "labels": {"env": "prod"}, "version": FROM_VERSION, **extra})
         for i in range(count)
     ]
 
@@ -238,10 +243,12 @@ def time_stream(state: EngineState, events: list[Readiness], now: float) -> tupl
     return durations, chunks, cpu, produced
 
 
-def measure_engine(clusters: int, events: int, *, seed: int = 1, profile_events: int = 0) -> EngineResult:
+def measure_engine(
+    clusters: int, events: int, *, seed: int = 1, profile_events: int = 0, windows: bool = False
+) -> EngineResult:
     gc.collect()
     rss0 = rss_bytes()
-    specs = fleet(clusters)
+    specs = fleet(clusters, windows=windows)
     gc.collect()
     rss1 = rss_bytes()
     seq = sequence()
@@ -376,8 +383,26 @@ def measure_baseline(clusters: int, events: int, *, budget_s: float, seed: int =
         done += 1
     total = time.perf_counter() - begin
     return BaselineResult(
-        clusters=clusters, events=done, events_per_s=done / total, mean_us=total / done * 1e6, total_s=total
+        clusters=clusters,
+        events=done,
+        events_per_s=done / total,
+        mean_us=total / done * 1e6,
+        total_s=total,
     )
+
+
+def measure_naive_memory(clusters: int) -> float:
+    """RSS growth per cluster of what the naive planner keeps between events: the inventory's Cluster
+    models and a readiness map. Run first in a fresh process: memory another run freed would be
+    reused and not show as growth."""
+    gc.collect()
+    rss0 = rss_bytes()
+    specs = fleet(clusters)
+    ready = {c.name: True for c in specs}
+    gc.collect()
+    kept = (rss_bytes() - rss0) / clusters
+    del ready, specs
+    return kept
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -387,10 +412,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile-events", type=int, default=0, help="profile this many more events")
     parser.add_argument("--baseline-events", type=int, default=0, help="0: no baseline")
     parser.add_argument("--baseline-budget", type=float, default=20.0, help="seconds")
+    parser.add_argument("--windows", action="store_true", help="every cluster with an hourly window from 2020")
+    parser.add_argument("--naive-memory", action="store_true", help="only the naive baseline's memory per cluster")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.naive_memory:
+        print(json.dumps({"clusters": args.clusters, "bytes_per_cluster": measure_naive_memory(args.clusters)}))
+        return
     out: dict[str, Any] = {
-        "engine": asdict(measure_engine(args.clusters, args.events, profile_events=args.profile_events))
+        "engine": asdict(
+            measure_engine(args.clusters, args.events, profile_events=args.profile_events, windows=args.windows)
+        )
     }
     if args.baseline_events:
         gc.collect()
@@ -417,4 +449,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["BaselineResult", "EngineResult", "measure_baseline", "measure_engine"]
+__all__ = ["BaselineResult", "EngineResult", "measure_baseline", "measure_engine", "measure_naive_memory"]

@@ -8,6 +8,11 @@ counted until an independent consumer of the readiness topic has seen all of the
 rate(N) / (N x rate(1)).
 
     python -m bench.health_scaling --workers 1 2 4 --per-worker 2000 --json
+    python -m bench.health_scaling --profile-records 2000 --json   # the monitor's own work, in process
+
+The in-process profile runs the monitor's `on_record` (decode, judge, readiness encoded and queued,
+table row and its changelog record) over first heartbeats with an outbox that acknowledges at once,
+no broker: what a worker spends per heartbeat outside faust's consumer and aiokafka.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -152,6 +158,75 @@ async def measure_async(bootstrap: str, workers: list[int], per_worker: int, log
     return runs
 
 
+class _AckedOutbox:
+    """Acknowledges every send at once: the profile measures the monitor, not a broker."""
+
+    async def send(self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes]) -> None:
+        return None
+
+    async def send_soon(
+        self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes]
+    ) -> asyncio.Future[Any]:
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+
+async def _profile_async(records: int) -> dict[str, Any]:
+    import faust
+    from pyinstrument import Profiler
+
+    from rollout_common.envelope import encode
+    from rollout_common.ports import Record
+    from rollout_health.monitor import HealthMonitor
+    from rollout_health.settings import MonitorSettings
+
+    now = time.time()
+    monitor = HealthMonitor(MonitorSettings(republish_interval_s=0), outbox=_AckedOutbox(), clock=lambda: now)
+    monitor.app.finalize()
+    monitor.app.flow_control.resume()
+    batch = []
+    for i in range(records):
+        name = f"c-{i:07d}"
+        value, headers = encode(
+            Heartbeat(cluster=name, ready=True, observed_at=now, reporter="bench"),
+            event_id=f"hb-{i}",
+            source="bench",
+            at=now,
+        )
+        batch.append(
+            Record(
+                topic="heartbeats",
+                partition=0,
+                offset=i,
+                key=name.encode(),
+                value=value,
+                headers=headers,
+                timestamp_ms=0,
+            )
+        )
+    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    try:
+        async with monitor.agent.test_context(channel=raw):  # the table needs the agent's context
+            sampler = Profiler(interval=0.0002)
+            sampler.start()
+            cpu0 = time.process_time()
+            for record in batch:
+                await monitor.on_record(record)
+            cpu = time.process_time() - cpu0
+            sampler.stop()
+    finally:
+        consumer = monitor.app._consumer  # its never-started thread made an event loop of its own
+        if consumer is not None:
+            consumer._thread.thread_loop.close()
+    tree = sampler.output_text(unicode=False, color=False, show_all=False)
+    return {"records": records, "cpu_us_per_heartbeat": cpu / records * 1e6, "pyinstrument": tree}
+
+
+def profile_on_record(records: int) -> dict[str, Any]:
+    return asyncio.run(_profile_async(records))
+
+
 def measure(workers: list[int], per_worker: int, *, bootstrap: str | None = None) -> list[HealthRun]:
     with infrastructure(bootstrap, None) as infra, tempfile.TemporaryDirectory(prefix="bench-health-") as tmp:
         return asyncio.run(measure_async(infra.bootstrap, workers, per_worker, Path(tmp)))
@@ -163,8 +238,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-worker", type=int, default=2_000, help="first heartbeats per worker process")
     parser.add_argument("--bootstrap", default=None)
     parser.add_argument("--redis-url", default=None, help="unused (the monitor needs no Redis); accepted for bench.run")
+    parser.add_argument("--profile-records", type=int, default=0, help="profile the monitor in process instead")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.profile_records:
+        print(json.dumps(profile_on_record(args.profile_records)))
+        return
     runs = measure(args.workers, args.per_worker, bootstrap=args.bootstrap)
     out: list[dict[str, Any]] = [asdict(r) for r in runs]
     print(json.dumps(out) if args.json else json.dumps(out, indent=1))

@@ -1,6 +1,6 @@
 """Run every benchmark, print the tables and write docs/benchmarks.md with charts.
 
-    python -m bench.run            # full: engine 1k..1M, simulator rollouts, Kafka benchmarks (~12 minutes)
+    python -m bench.run            # full: engine 1k..1M, simulator rollouts, Kafka benchmarks (~27 minutes)
     python -m bench.run --quick    # tiny sizes, seconds, no Kafka; prints only unless --output is given
     python -m bench.run --quick --kafka-bootstrap HOST:PORT --redis-url URL   # quick, with tiny Kafka runs
 
@@ -19,17 +19,17 @@ import os
 import platform
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench import kafka_report
 from bench.charts import save_chart
-from bench.engine_cost import measure_baseline, measure_engine
+from bench.engine_cost import measure_baseline, measure_engine, measure_naive_memory
 from bench.kafka_report import KAFKA_FULL, KAFKA_QUICK
 from bench.whole_rollout import measure_rollout
 from bench.window_cost import as_json as windows_json
-from bench.window_cost import measure_windows
+from bench.window_cost import fleet_lines, fleet_verdict, measure_windows
 from bench.window_cost import page_lines as window_lines
 from bench.window_cost import verdict as window_verdict
 
@@ -49,6 +49,9 @@ class Plan:
     rollouts: list[tuple[int, int]]  # (clusters, stages)
     isolate: bool
     window_clusters: int = 0  # the fleet of the old-window benchmark; 0 skips it
+    # engine sizes and (clusters, stages) rollouts rerun with every cluster on a window from 2020
+    window_engine_sizes: list[int] = field(default_factory=list)
+    window_rollouts: list[tuple[int, int]] = field(default_factory=list)
 
 
 FULL = Plan(
@@ -59,6 +62,8 @@ FULL = Plan(
     rollouts=[(1_000, 5), (100_000, 5), (100_000, 3)],
     isolate=True,
     window_clusters=1_000,
+    window_engine_sizes=[1_000, 10_000, 100_000, 1_000_000],
+    window_rollouts=[(100_000, 3)],
 )
 QUICK = Plan(
     engine_sizes=[200, 1_000],
@@ -68,12 +73,15 @@ QUICK = Plan(
     rollouts=[(200, 5), (1_000, 5), (1_000, 3)],
     isolate=False,
     window_clusters=100,
+    window_engine_sizes=[200, 1_000],
+    window_rollouts=[(1_000, 3)],
 )
 
 
-def engine_run(clusters: int, plan: Plan) -> dict[str, Any]:
-    profile = plan.profile_events if clusters == max(plan.engine_sizes) else 0
-    budget = plan.baseline_budget_s.get(clusters, 0.0)
+def engine_run(clusters: int, plan: Plan, *, windows: bool = False) -> dict[str, Any]:
+    """One engine size; the windows variant is neither profiled nor given a baseline."""
+    profile = plan.profile_events if clusters == max(plan.engine_sizes) and not windows else 0
+    budget = 0.0 if windows else plan.baseline_budget_s.get(clusters, 0.0)
     if plan.isolate:
         cmd = [
             sys.executable,
@@ -90,16 +98,23 @@ def engine_run(clusters: int, plan: Plan) -> dict[str, Any]:
             "--baseline-budget",
             str(budget),
             "--json",
+            *(["--windows"] if windows else []),
         ]
         done = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
-        return dict(json.loads(done.stdout))
-    out: dict[str, Any] = {"engine": asdict(measure_engine(clusters, plan.events, profile_events=profile))}
+        out: dict[str, Any] = dict(json.loads(done.stdout))
+        if budget:
+            memory = [sys.executable, "-m", "bench.engine_cost", "--clusters", str(clusters), "--naive-memory"]
+            done = subprocess.run(memory, cwd=ROOT, check=True, capture_output=True, text=True)
+            out["baseline"]["bytes_per_cluster"] = json.loads(done.stdout)["bytes_per_cluster"]
+        return out
+    out = {"engine": asdict(measure_engine(clusters, plan.events, profile_events=profile, windows=windows))}
     if budget:
         out["baseline"] = asdict(measure_baseline(clusters, plan.events, budget_s=budget))
+        out["baseline"]["bytes_per_cluster"] = measure_naive_memory(clusters)  # quick mode: same process, rough
     return out
 
 
-def rollout_run(clusters: int, stages: int, plan: Plan) -> dict[str, Any]:
+def rollout_run(clusters: int, stages: int, plan: Plan, *, windows: bool = False) -> dict[str, Any]:
     if plan.isolate:
         cmd = [
             sys.executable,
@@ -110,10 +125,11 @@ def rollout_run(clusters: int, stages: int, plan: Plan) -> dict[str, Any]:
             "--stages",
             str(stages),
             "--json",
+            *(["--windows"] if windows else []),
         ]
         done = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
         return dict(json.loads(done.stdout))
-    return asdict(measure_rollout(clusters, stages))
+    return asdict(measure_rollout(clusters, stages, windows=windows))
 
 
 def load_average() -> str:
@@ -141,6 +157,15 @@ def collect(
         print(f"whole rollout: {clusters} clusters, {stages} stages ...", file=log, flush=True)
         rollouts.append(rollout_run(clusters, stages, plan))
     out: dict[str, Any] = {"engine": engine, "rollouts": rollouts}
+    if plan.window_engine_sizes or plan.window_rollouts:
+        out["engine_windows"] = []
+        for size in plan.window_engine_sizes:
+            print(f"engine, every cluster on a window from 2020: {size} clusters ...", file=log, flush=True)
+            out["engine_windows"].append(engine_run(size, plan, windows=True))
+        out["rollout_windows"] = []
+        for clusters, stages in plan.window_rollouts:
+            print(f"whole rollout with windows: {clusters} clusters, {stages} stages ...", file=log, flush=True)
+            out["rollout_windows"].append(rollout_run(clusters, stages, plan, windows=True))
     if plan.window_clusters:
         print(f"windows from years back: {plan.window_clusters} clusters ...", file=log, flush=True)
         out["windows"] = windows_json(measure_windows(plan.window_clusters))
@@ -302,9 +327,15 @@ def verdicts(data: dict[str, Any]) -> list[Verdict]:
     )
     if "windows" in data:
         out.append(Verdict(*window_verdict(data["windows"])))
+    if data.get("engine_windows"):
+        out.append(Verdict(*_fleet_windows(fleet_verdict, data)))
     if "kafka" in data:
         out += [Verdict(name, met, detail) for name, met, detail in kafka_report.verdicts(data["kafka"])]
     return out
+
+
+def _fleet_windows(render: Any, data: dict[str, Any]) -> Any:
+    return render(data["engine"], data["engine_windows"], data["rollouts"], data.get("rollout_windows", []))
 
 
 def print_tables(data: dict[str, Any]) -> None:
@@ -373,10 +404,109 @@ def charts(data: dict[str, Any], folder: Path) -> list[str]:
     ax.set_ylim(bottom=0)
     ax.set_title("Time per readiness event")
     save_chart(fig, ax, folder / "bench-latency.png")
-    images = ["bench-engine.png", "bench-latency.png"]
+    images = ["bench-engine.png", "bench-latency.png", *scaling_charts(data, folder)]
     if "kafka" in data:
         images += kafka_report.charts(data["kafka"], folder)
     return images
+
+
+SCALING_TIME = "bench-scaling-time.svg"
+SCALING_MEMORY = "bench-scaling-memory.svg"
+
+
+def scaling_charts(data: dict[str, Any], folder: Path) -> list[str]:
+    """Time per event and memory per cluster against the fleet size, the naive baseline beside them."""
+    import matplotlib.pyplot as plt
+
+    engines = [r["engine"] for r in data["engine"]]
+    sizes = [e["clusters"] for e in engines]
+    base = [r["baseline"] for r in data["engine"] if "baseline" in r]
+    windowed = [r["engine"] for r in data.get("engine_windows", [])]
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for regime, marker in (("at-gate", "o"), ("spread", "s")):
+        ax.plot(
+            sizes, [e["streams"][regime]["best_mean_us"] for e in engines], marker=marker, label=f"engine, {regime}"
+        )
+    if windowed:
+        ax.plot(
+            [e["clusters"] for e in windowed],
+            [e["streams"]["at-gate"]["best_mean_us"] for e in windowed],
+            marker="^",
+            linestyle="-.",
+            label="engine, at-gate, every cluster on a window from 2020",
+        )
+    if base:
+        ax.plot(
+            [b["clusters"] for b in base],
+            [b["mean_us"] for b in base],
+            marker="x",
+            linestyle="--",
+            label="naive: re-partition + full scan per event",
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("clusters in the fleet")
+    ax.set_ylabel("µs per readiness event (fastest chunk's mean)")
+    ax.set_title("Time per event: engine vs full recompute")
+    names = [save_chart(fig, ax, folder / SCALING_TIME)]
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(sizes, [e["planner_bytes_per_cluster"] for e in engines], marker="o", label="engine records")
+    ax.plot(
+        sizes,
+        [e["planner_bytes_per_cluster"] + e["inventory_bytes_per_cluster"] for e in engines],
+        marker="s",
+        label="engine records + inventory models",
+    )
+    if base and all("bytes_per_cluster" in b for b in base):
+        ax.plot(
+            [b["clusters"] for b in base],
+            [b["bytes_per_cluster"] for b in base],
+            marker="x",
+            linestyle="--",
+            label="naive: inventory models + readiness map",
+        )
+    ax.axhline(TARGET_BYTES_PER_CLUSTER, color="grey", linestyle=":", label=f"target {TARGET_BYTES_PER_CLUSTER:,} B")
+    ax.set_xscale("log")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("clusters in the fleet")
+    ax.set_ylabel("bytes per cluster (RSS growth)")
+    ax.set_title("Memory per cluster")
+    names.append(save_chart(fig, ax, folder / SCALING_MEMORY))
+    return names
+
+
+def scaling_lines(data: dict[str, Any], images: list[str]) -> list[str]:
+    if SCALING_TIME not in images:
+        return []
+    base = {r["engine"]["clusters"]: r.get("baseline") for r in data["engine"]}
+    rows = [
+        "### Scaling shape: time per event and memory per cluster",
+        "",
+        "The same runs as the tables above, against the fleet size. The naive baseline recomputes the",
+        "partitions and scans the fleet per event; its memory is what it keeps between events (the",
+        "inventory's `Cluster` models and a readiness map), measured as RSS growth in the same process.",
+        "",
+        f"![time per event vs clusters]({SCALING_TIME})",
+        "",
+        f"![memory per cluster vs clusters]({SCALING_MEMORY})",
+        "",
+        "| clusters | engine µs/event (at-gate) | naive µs/event | engine B/cluster | engine + inventory B/cluster "
+        "| naive B/cluster |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for res in data["engine"]:
+        e = res["engine"]
+        b = base.get(e["clusters"])
+        naive_us = f"{b['mean_us']:,.0f}" if b else "-"
+        naive_bytes = f"{b['bytes_per_cluster']:,.0f}" if b and "bytes_per_cluster" in b else "-"
+        rows.append(
+            f"| {e['clusters']:,} | {e['streams']['at-gate']['best_mean_us']:.1f} | {naive_us} | "
+            f"{e['planner_bytes_per_cluster']:,.0f} | "
+            f"{e['planner_bytes_per_cluster'] + e['inventory_bytes_per_cluster']:,.0f} | {naive_bytes} |"
+        )
+    return [*rows, ""]
 
 
 def _profile_section(engine: dict[str, Any]) -> list[str]:
@@ -395,7 +525,9 @@ def _profile_section(engine: dict[str, Any]) -> list[str]:
                 f"| {row['self_share'] * 100:.1f} | {row['cum_share'] * 100:.1f} | {row['calls']:,} | "
                 f"`{row['function']}` |"
             )
-        tree = "\n".join(prof["pyinstrument"].strip("\n").splitlines()[:PROFILE_LINES])
+        # pyinstrument names the profiling script by its absolute path: not for the page
+        kept = [line for line in prof["pyinstrument"].strip("\n").splitlines() if not line.startswith("Profile at")]
+        tree = "\n".join(kept[:PROFILE_LINES])
         lines += ["", "pyinstrument call tree (top):", "", "```text", tree, "```", ""]
     return lines
 
@@ -465,6 +597,7 @@ def page(data: dict[str, Any], images: list[str], quick: bool) -> str:
         "|---|---:|",
         *[f"| {k} | {v:,} |" for k, v in large["record_breakdown"].items()],
         "",
+        *scaling_lines(data, images),
         *kafka_report.before_after_lines(data["engine"]),
         "## Naive baseline",
         "",
@@ -487,6 +620,7 @@ def page(data: dict[str, Any], images: list[str], quick: bool) -> str:
         *rollout_table(data["rollouts"]),
         "",
         *(window_lines(data["windows"]) if "windows" in data else []),
+        *(_fleet_windows(fleet_lines, data) if data.get("engine_windows") else []),
     ]
     if "kafka" in data:
         lines += kafka_report.page_lines(data["kafka"], images)

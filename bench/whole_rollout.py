@@ -23,8 +23,17 @@ from rollout_planner.simulation.scenario import Scenario
 SHARES = {5: (0.01, 0.04, 0.15, 0.30, 0.50), 3: (0.05, 0.25, 0.70)}
 
 
-def scenario(clusters: int, stages: int) -> Scenario:
-    return Scenario.model_validate(scenario_doc(clusters, stages))
+# The windows variant: every cluster holds an hourly 30-minute window defined years before the
+# scenario starts (2026-01-01), so batches start only in the first half of each hour (WIN-1).
+OLD_WINDOW = {"start": "2020-01-01T00:00:00Z", "duration": "30m", "recurrence": "FREQ=HOURLY"}
+
+
+def scenario(clusters: int, stages: int, *, windows: bool = False) -> Scenario:
+    doc = scenario_doc(clusters, stages)
+    if windows:
+        for template in doc["generate"]:
+            template["maintenanceWindow"] = OLD_WINDOW
+    return Scenario.model_validate(doc)
 
 
 def scenario_doc(clusters: int, stages: int) -> dict[str, Any]:
@@ -71,6 +80,7 @@ class TimedSimulator(Simulator):
 class RolloutResult:
     clusters: int
     stages: int
+    windows: bool
     wall_s: float
     cpu_s: float
     setup_s: float
@@ -84,8 +94,8 @@ class RolloutResult:
     complete: bool
 
 
-def measure_rollout(clusters: int, stages: int) -> RolloutResult:
-    spec = scenario(clusters, stages)
+def measure_rollout(clusters: int, stages: int, *, windows: bool = False) -> RolloutResult:
+    spec = scenario(clusters, stages, windows=windows)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     sim = TimedSimulator(spec)  # builds the fleet, the plan report and the engine state
     setup_s = time.perf_counter() - wall0
@@ -96,6 +106,7 @@ def measure_rollout(clusters: int, stages: int) -> RolloutResult:
     return RolloutResult(
         clusters=clusters,
         stages=stages,
+        windows=windows,
         wall_s=wall,
         cpu_s=cpu,
         setup_s=setup_s,
@@ -114,9 +125,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clusters", type=int, required=True)
     parser.add_argument("--stages", type=int, choices=sorted(SHARES), default=5)
+    parser.add_argument("--windows", action="store_true", help="every cluster with an hourly window from 2020")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    result = measure_rollout(args.clusters, args.stages)
+    result = measure_rollout(args.clusters, args.stages, windows=args.windows)
     out: dict[str, Any] = asdict(result)
     if args.json:
         json.dump(out, sys.stdout)

@@ -56,6 +56,10 @@ def test_health_scaling_turns_every_heartbeat_into_readiness(kafka_bootstrap: st
     assert [(r.workers, r.heartbeats, r.partitions) for r in runs] == [(1, 10, 4), (2, 20, 4)]
     assert all(r.readiness_per_s > 0 and r.workers_cpu_s > 0 for r in runs)
     assert runs[0].efficiency == pytest.approx(1.0)
+    # the in-process profile of the monitor's own work (no broker), shown with the missed-target notes
+    profile = health_scaling.profile_on_record(10)
+    assert profile["records"] == 10 and profile["cpu_us_per_heartbeat"] > 0
+    assert "HealthMonitor.on_record" in profile["pyinstrument"]
 
 
 def test_services_rollout_completes(kafka_bootstrap: str, redis_url: str) -> None:

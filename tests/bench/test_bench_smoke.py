@@ -43,6 +43,13 @@ def test_whole_rollout_completes() -> None:
     assert result.decisions > 0 and result.events > 0 and result.batches > 0
 
 
+def test_whole_rollout_with_old_windows_completes_later() -> None:
+    """WIN-1 at fleet scale: every cluster on an hourly window from 2020; batches wait for it."""
+    plain, windowed = measure_rollout(100, 3), measure_rollout(100, 3, windows=True)
+    assert windowed.windows and windowed.complete
+    assert windowed.batches == plain.batches and windowed.simulated_days > plain.simulated_days
+
+
 def test_quick_run_writes_page_and_charts(tmp_path: Path) -> None:
     page = tmp_path / "benchmarks.md"
     tiny = run.Plan(
@@ -52,6 +59,8 @@ def test_quick_run_writes_page_and_charts(tmp_path: Path) -> None:
         baseline_budget_s={200: 0.05},
         rollouts=[(100, 5), (100, 3)],
         isolate=False,
+        window_engine_sizes=[200],
+        window_rollouts=[(100, 3)],
     )
     original = run.QUICK
     run.QUICK = tiny
@@ -63,6 +72,13 @@ def test_quick_run_writes_page_and_charts(tmp_path: Path) -> None:
     assert "## Targets" in text and "events/s" in text and "Closing note" in text
     assert (tmp_path / "bench-engine.png").stat().st_size > 0
     assert (tmp_path / "bench-latency.png").stat().st_size > 0
+    # the scaling charts (time per event, memory per cluster, naive baseline beside) are SVG text
+    for chart in ("bench-scaling-time.svg", "bench-scaling-memory.svg"):
+        svg = (tmp_path / chart).read_text()
+        assert svg.lstrip().startswith("<?xml") and "naive" in svg
+        assert f"]({chart})" in text
+    assert "## Maintenance windows from years back: engine and whole rollout" in text
+    assert "hourly window from 2020-01-01 within 1.5x of the runs without windows" in text
 
 
 def test_window_benchmark_simulates_both_fleets() -> None:

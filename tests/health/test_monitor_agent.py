@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import faust
 import pytest
@@ -27,9 +29,23 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 class RecordingOutbox:
     def __init__(self) -> None:
         self.sent: list[tuple[str, bytes | None, bytes, dict[str, bytes]]] = []
+        self.hold = False
+        self.held: list[asyncio.Future[Any]] = []
 
     async def send(self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes]) -> None:
         self.sent.append((topic, key, value, dict(headers)))
+
+    async def send_soon(
+        self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes]
+    ) -> asyncio.Future[Any]:
+        """Recorded at once; the acknowledgement is the test's to give (`ack`), or given at once."""
+        self.sent.append((topic, key, value, dict(headers)))
+        delivery: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.hold:
+            self.held.append(delivery)
+        else:
+            delivery.set_result(None)
+        return delivery
 
     def readiness(self) -> list[tuple[str, bool, str | None]]:
         found = []
@@ -312,3 +328,50 @@ def _published(outbox: RecordingOutbox) -> list[Readiness]:
             assert isinstance(message, Readiness)
             found.append(message)
     return found
+
+
+async def _settle() -> None:
+    """Let the acknowledgements' done-callbacks run (they are scheduled, not called inline)."""
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def test_bus_4_a_row_is_written_only_after_its_readiness_and_every_earlier_one_is_acknowledged(
+    monitor: HealthMonitor, outbox: RecordingOutbox
+) -> None:
+    """The agent sends without waiting for each ack, but a heartbeat is finished (row written,
+    event acked for faust's commit) only in arrival order once its readiness is on the topic: a
+    crash before that replays the heartbeat and the row does not claim a change was published."""
+    outbox.hold = True
+    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    async with monitor.agent.test_context(channel=raw) as agent:
+        for cluster in ("c1", "c2", "c1"):
+            value, headers = _heartbeat(cluster, True)
+            await agent.put(value, key=cluster.encode(), headers=headers, timestamp=1000.0)
+        # both changes went out without waiting; the repeat was judged against c1's unwritten row
+        assert outbox.readiness() == [("c1", True, "reported ready"), ("c2", True, "reported ready")]
+        assert len(outbox.held) == 2 and "c1" not in monitor.table and "c2" not in monitor.table
+        outbox.held[1].set_result(None)
+        await _settle()
+        assert "c2" not in monitor.table  # acknowledged, but behind c1's, which is not
+        outbox.held[0].set_result(None)
+        await _settle()
+        assert monitor.table["c1"]["last_published"] is True and monitor.table["c2"]["last_published"] is True
+        assert monitor.healthy
+
+
+async def test_bus_4_a_failed_readiness_send_finishes_nothing_after_it(
+    monitor: HealthMonitor, outbox: RecordingOutbox
+) -> None:
+    """A send the broker refused stops the queue: no later heartbeat's offset may be committed."""
+    outbox.hold = True
+    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    async with monitor.agent.test_context(channel=raw) as agent:
+        for cluster in ("c1", "c2"):
+            value, headers = _heartbeat(cluster, True)
+            await agent.put(value, key=cluster.encode(), headers=headers, timestamp=1000.0)
+        outbox.held[0].set_exception(ConnectionError("broker gone"))
+        outbox.held[1].set_result(None)
+        await _settle()
+        assert "c1" not in monitor.table and "c2" not in monitor.table
+        assert not monitor.healthy

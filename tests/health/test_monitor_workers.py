@@ -173,3 +173,63 @@ async def test_bus7_three_workers_one_killed_silent_clusters_go_stale_once_and_l
     assert sorted(stale) == sorted(silent)  # each silent cluster exactly once, whoever owned it
     assert not [c for _, c, ready, _ in seen if c in live and not ready]  # a live cluster is never stale
     assert [w.poll() for w in workers[1:]] == [None] * (WORKERS - 1)
+
+
+async def test_bus4_a_worker_killed_mid_stream_loses_no_readiness_change(
+    kafka_bootstrap: str, topic_prefix: str, workers: list[subprocess.Popen[bytes]]
+) -> None:
+    """Workers send readiness without awaiting each ack; a worker killed while heartbeats stream in
+    (some sent and not yet acknowledged, some read and not yet committed) loses none: every cluster's
+    first heartbeat still becomes its `reported ready` change, from the killed worker or from its
+    successor replaying what was not committed. Repeats ("unchanged") are not counted: they would
+    hide a change whose row was written before the change was on the topic."""
+    prefix = f"{topic_prefix}."
+    await _group_has(kafka_bootstrap, prefix + "rollout-health", WORKERS, timeout_s=120)
+    clusters = [f"burst-{i:05d}" for i in range(4_000)]
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True, linger_ms=5)
+    readiness = AIOKafkaConsumer(
+        prefix + READINESS.name, bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest"
+    )
+    await producer.start()
+    await readiness.start()
+    changed: set[str] = set()
+
+    async def read_some() -> None:
+        for batch in (await readiness.getmany(timeout_ms=200)).values():
+            for message in batch:
+                _, change = decode(message.value or b"", dict(message.headers), READINESS.models)
+                assert isinstance(change, Readiness)
+                if change.ready and change.reason == "reported ready":
+                    changed.add(change.cluster)
+
+    try:
+        killed = False
+        for start in range(0, len(clusters), 200):
+            sends = []
+            for cluster in clusters[start : start + 200]:
+                now = time.time()
+                value, headers = encode(
+                    Heartbeat(cluster=cluster, ready=True, observed_at=now, reporter="test"),
+                    event_id=f"{cluster}-{now}",
+                    source="test",
+                    at=now,
+                )
+                sends.append(
+                    await producer.send(
+                        prefix + HEARTBEATS.name, value, key=cluster.encode(), headers=list(headers.items())
+                    )
+                )
+            await asyncio.gather(*sends)
+            await read_some()
+            if not killed and changed:  # the workers are at it: kill one mid-stream
+                os.killpg(workers[0].pid, signal.SIGKILL)
+                killed = True
+        assert killed
+        async with asyncio.timeout(120):  # the session timeout, a rebalance, the replay
+            while not set(clusters) <= changed:
+                await read_some()
+    finally:
+        await readiness.stop()
+        await producer.stop()
+    assert set(clusters) <= changed
+    assert [w.poll() for w in workers[1:]] == [None] * (WORKERS - 1)

@@ -120,3 +120,37 @@ def test_win1_a_window_from_2015_costs_what_one_from_yesterday_costs() -> None:
     assert old.is_open(at) and not old.is_open(at + 1200) and old.next_open(at + 1200) == at + 3000
     _cost(old, at), _cost(new, at)  # warm both
     assert _cost(old, at) < 3 * _cost(new, at) + 0.01
+
+
+def test_win1_a_fleet_on_one_window_definition_asks_dateutil_once_per_instant() -> None:
+    """Clusters validated separately hold equal windows: they share one recurrence, which remembers
+    its answers, so a dispatch over the fleet costs one question per instant, not one per cluster."""
+    windows = [
+        MaintenanceWindow.model_validate(
+            {"start": "2020-01-01T00:00:00Z", "duration": "30m", "recurrence": "FREQ=HOURLY"}
+        )
+        for _ in range(3)
+    ]
+    at = to_epoch(dt.datetime(2026, 1, 1, 0, 40, tzinfo=UTC))
+    assert [w.is_open(at) for w in windows] == [False, False, False]
+    assert [w.next_open(at) for w in windows] == [at + 1200] * 3
+    recurrence = windows[0]._recurrence
+    assert recurrence is not None and all(w._recurrence is recurrence for w in windows)
+    # the anchored rule's dateutil walk is not repeated: its answers for this instant are remembered
+    asked = dict(recurrence._answers)
+    assert len(asked) == 2 and windows[2].next_open(at) == at + 1200 and recurrence._answers == asked
+
+
+def test_win1_one_instant_in_two_zones_is_two_definitions() -> None:
+    """A monthly window starting 2020-01-31 23:00 UTC opens on the 31st; the same instant written
+    at +02:00 (1 February 01:00) opens on the 1st: they must not share one recurrence."""
+    utc, east = (
+        MaintenanceWindow.model_validate({"start": start, "duration": "1h", "recurrence": "FREQ=MONTHLY"})
+        for start in ("2020-01-31T23:00:00Z", "2020-02-01T01:00:00+02:00")
+    )
+    at = to_epoch(dt.datetime(2026, 3, 15, tzinfo=UTC))
+    assert utc.next_open(at) == to_epoch(dt.datetime(2026, 3, 31, 23, tzinfo=UTC))
+    assert east.next_open(at) == to_epoch(dt.datetime(2026, 3, 31, 23, tzinfo=UTC))  # 1 April 01:00 at +02:00
+    at = to_epoch(dt.datetime(2026, 4, 2, tzinfo=UTC))
+    assert utc.next_open(at) == to_epoch(dt.datetime(2026, 5, 31, 23, tzinfo=UTC))  # April has no 31st
+    assert east.next_open(at) == to_epoch(dt.datetime(2026, 4, 30, 23, tzinfo=UTC))  # 1 May 01:00 at +02:00

@@ -22,12 +22,18 @@ occurrence between anchor and instant (a yearly 29 February) retries from anchor
 up to the original rule. A rule with COUNT counts from its first occurrence, so it is not
 re-anchored: its at most COUNT occurrences are listed once and bisected. A recurrence dateutil
 reads as a set (several rules, EXDATE) is answered by dateutil as it stands.
+
+A fleet shares a few window definitions, and a dispatch asks every queued cluster's window about
+the same instant: `shared` hands equal definitions one `Recurrence`, which remembers its last
+answers, so a thousand clusters on one window cost one question, not a thousand (even anchored,
+a question walks a dozen occurrences in dateutil).
 """
 
 from __future__ import annotations
 
 import bisect
 import datetime as dt
+from functools import lru_cache
 from typing import Any
 
 from dateutil import rrule
@@ -44,6 +50,7 @@ _FIXED_UNIT = {
     rrule.SECONDLY: dt.timedelta(seconds=1),
 }
 _MONTHS = {rrule.YEARLY: 12, rrule.MONTHLY: 1}
+_REMEMBERED = 64  # answers kept per recurrence: the instants of the last few dispatches
 
 
 class Recurrence:
@@ -60,9 +67,27 @@ class Recurrence:
                 self._listed = list(parsed)
             else:
                 self._fields = _explicit_fields(parsed)
+        self._answers: dict[tuple[bool, dt.datetime], dt.datetime | None] = {}
 
     def at_or_before(self, moment: dt.datetime) -> dt.datetime | None:
         """The last occurrence at or before `moment`, or None."""
+        return self._remembered(False, moment)
+
+    def after(self, moment: dt.datetime) -> dt.datetime | None:
+        """The first occurrence strictly after `moment`, or None."""
+        return self._remembered(True, moment)
+
+    def _remembered(self, later: bool, moment: dt.datetime) -> dt.datetime | None:
+        key = (later, moment)
+        if key in self._answers:
+            return self._answers[key]
+        if len(self._answers) >= _REMEMBERED:  # the clock moves forward: old instants are not asked again
+            self._answers.clear()
+        found = self._after(moment) if later else self._at_or_before(moment)
+        self._answers[key] = found
+        return found
+
+    def _at_or_before(self, moment: dt.datetime) -> dt.datetime | None:
         if self._listed is not None:
             index = bisect.bisect_right(self._listed, moment)
             return self._listed[index - 1] if index else None
@@ -81,8 +106,7 @@ class Recurrence:
                 return found
             back = max(back * _FALLBACK_GROWTH, _BUCKET)
 
-    def after(self, moment: dt.datetime) -> dt.datetime | None:
-        """The first occurrence strictly after `moment`, or None."""
+    def _after(self, moment: dt.datetime) -> dt.datetime | None:
         if self._listed is not None:
             index = bisect.bisect_right(self._listed, moment)
             return self._listed[index] if index < len(self._listed) else None
@@ -117,6 +141,19 @@ class Recurrence:
             fields["dtstart"] = _period_start(_shifted(fields, shift), freq=fields["freq"], wkst=fields["wkst"])
             cached = self._anchors[shift] = rrule.rrule(**fields)
         return cached
+
+
+def shared(text: str, start: dt.datetime) -> Recurrence:
+    """One `Recurrence` per definition, whichever cluster's window asks (answers depend on nothing else).
+
+    Keyed by the start's time zone too: datetimes of one instant in two zones compare equal, but a
+    rule counts its days and months on the start's own wall clock."""
+    return _shared(text, start, start.tzinfo)
+
+
+@lru_cache(maxsize=256)
+def _shared(text: str, start: dt.datetime, zone: dt.tzinfo | None) -> Recurrence:
+    return Recurrence(text, start)
 
 
 def _private(rule: rrule.rrule, name: str) -> Any:

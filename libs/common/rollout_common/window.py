@@ -14,7 +14,7 @@ from dateutil import rrule
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rollout_common.duration import parse_duration
-from rollout_common.recurrence import Recurrence
+from rollout_common.recurrence import Recurrence, shared
 
 UTC = dt.UTC
 
@@ -68,7 +68,7 @@ class MaintenanceWindow(BaseModel):
 
     @cached_property
     def _recurrence(self) -> Recurrence | None:
-        return None if self.recurrence is None else Recurrence(self.recurrence, self.start)
+        return None if self.recurrence is None else shared(self.recurrence, self.start)
 
     def _occurrence_at_or_before(self, moment: dt.datetime) -> dt.datetime | None:
         if self._recurrence is None:

@@ -3,6 +3,9 @@
 - Agent (concurrency 1: faust 0.15 can commit past an unfinished event with more): reads raw
   heartbeat records, decodes them with the CloudEvents envelope (a bad one is dead-lettered,
   never crashes the agent), updates the cluster's row and publishes a Readiness on change.
+  It does not wait for the broker's ack of each change before the next heartbeat: acks are manual
+  (`noack`), and `InFlight` writes a heartbeat's row and acks its event only once its readiness
+  and every earlier one is acknowledged, so faust commits no offset ahead of what was published.
 - Table `cluster-health`: {ready, last_seen, last_published, the versions last published} per
   cluster, changelog-backed in Kafka, so a restarted monitor neither forgets nor re-announces what it published.
 - Timer: every `check_interval_s`, a cluster silent for `staleness_limit_s` is published not
@@ -16,11 +19,12 @@ writes) rows of partitions it owns.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import faust
 
@@ -34,6 +38,7 @@ from rollout_common.heartbeat import Heartbeat
 from rollout_common.ports import Record
 from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
 from rollout_health.cluster_health import ClusterHealth, after_heartbeat, after_silence
+from rollout_health.in_flight import InFlight
 from rollout_health.metrics import HealthMetrics
 from rollout_health.outbox import FaustOutbox, Outbox
 from rollout_health.settings import MonitorSettings
@@ -95,11 +100,19 @@ class HealthMonitor:
         self.dead_letter_topic = prefix + DEAD_LETTER.name
         self.outbox: Outbox = outbox or FaustOutbox(self.app)
         self._ticks = 0
+        self._in_flight = InFlight()
+        # rows decided by the agent whose readiness is not acknowledged yet: newer than the table's
+        self._unwritten: dict[str, ClusterHealth] = {}
         self.agent = self.app.agent(self.heartbeats, name="heartbeats", concurrency=1)(self._process)
         self.app.timer(settings.check_interval_s, name="staleness")(self.check_staleness)
 
     async def _process(self, stream: faust.StreamT[bytes]) -> AsyncIterator[Readiness | None]:
-        async for event in stream.events():
+        # faust's agent hands a Stream; StreamT does not declare noack
+        manual = cast("faust.Stream[bytes]", stream).noack()
+        async for event in manual.events():
+            self._in_flight.check()
+            await self._in_flight.room()
+            self._in_flight.check()
             message = event.message
             record = Record(
                 topic=message.topic,
@@ -110,26 +123,40 @@ class HealthMonitor:
                 headers=_header_map(message.headers),
                 timestamp_ms=int(message.timestamp * 1000),
             )
-            # Yielded so a test can wait for the event to be fully handled.
-            yield await self.on_record(record)
+            # Yielded so a test can wait for the event to be handled (its send queued).
+            yield await self.on_record(record, finished=event.ack)
 
-    async def on_record(self, record: Record) -> Readiness | None:
+    async def on_record(self, record: Record, *, finished: Callable[[], object] = lambda: None) -> Readiness | None:
         """Any failure judging one record is that record's dead letter: the agent goes on (BUS-4).
-        Publishing stays outside: a broker failure must not turn a good heartbeat into a dead letter."""
+        Publishing stays outside: a broker failure must not turn a good heartbeat into a dead letter.
+        `finished` (the event's ack) runs once the record's readiness, if any, and every earlier
+        record's are acknowledged, after its row is written."""
         try:
             cluster, previous, state, readiness = self._judge(record)
         except InvalidInputError as exc:
             await self._dead_letter(record, reason=str(exc))
+            self._in_flight.add(None, finished)
             return None
         except Exception as exc:
             log.exception("handling a heartbeat raised; dead-lettered")
             first_line = (str(exc).splitlines() or [""])[0][:500]
             await self._dead_letter(record, reason=f"quarantined: handling raised {type(exc).__name__}: {first_line}")
+            self._in_flight.add(None, finished)
             return None
-        if readiness is not None:
-            await self._publish(readiness)
-        if state != previous:
+        delivery = None if readiness is None else await self._publish(readiness, wait=False)
+        if state == previous:
+            self._in_flight.add(delivery, finished)
+            return readiness
+        self._unwritten[cluster] = state
+
+        def write_row() -> None:
+            # after the readiness is acknowledged: a row never says "published" before it is
             self.table[cluster] = state.model_dump()
+            if self._unwritten.get(cluster) is state:
+                del self._unwritten[cluster]
+            finished()
+
+        self._in_flight.add(delivery, write_row)
         return readiness
 
     def _judge(self, record: Record) -> tuple[str, ClusterHealth | None, ClusterHealth, Readiness | None]:
@@ -154,6 +181,8 @@ class HealthMonitor:
         published: list[Readiness] = []
         self._ticks += 1
         for cluster, row in list(self.table.items()):
+            if cluster in self._unwritten:
+                continue  # a heartbeat was just judged: not silent, and its own readiness is on its way
             current = ClusterHealth.model_validate(row)
             state, readiness = after_silence(
                 cluster, current, now=now, staleness_limit_s=self._settings.staleness_limit_s
@@ -188,10 +217,16 @@ class HealthMonitor:
         return zlib.crc32(cluster.encode()) % buckets == self._ticks % buckets
 
     def _row(self, cluster: str) -> ClusterHealth | None:
+        unwritten = self._unwritten.get(cluster)
+        if unwritten is not None:
+            return unwritten
         row = self.table.get(cluster)
         return None if row is None else ClusterHealth.model_validate(row)
 
-    async def _publish(self, readiness: Readiness, *, change: bool = True) -> None:
+    async def _publish(
+        self, readiness: Readiness, *, change: bool = True, wait: bool = True
+    ) -> asyncio.Future[Any] | None:
+        """Sent and acknowledged (`wait`), or queued: then the future of its acknowledgement."""
         at = self._clock()
         log.info("%s is %s: %s", readiness.cluster, "ready" if readiness.ready else "not ready", readiness.reason)
         value, headers = encode(
@@ -201,11 +236,15 @@ class HealthMonitor:
             at=at,
             subject=readiness.cluster,
         )
-        await self.outbox.send(
-            self.readiness_topic, key=READINESS.key(readiness).encode(), value=value, headers=headers
-        )
+        key = READINESS.key(readiness).encode()
+        delivery = None
+        if wait:
+            await self.outbox.send(self.readiness_topic, key=key, value=value, headers=headers)
+        else:
+            delivery = await self.outbox.send_soon(self.readiness_topic, key=key, value=value, headers=headers)
         if change:
             self.metrics.readiness_changes.labels(ready=str(readiness.ready).lower()).inc()
+        return delivery
 
     @property
     def ready(self) -> bool:
@@ -214,7 +253,7 @@ class HealthMonitor:
 
     @property
     def healthy(self) -> bool:
-        return not self.app.crashed and not self.agent.crashed
+        return not self.app.crashed and not self.agent.crashed and self._in_flight.failure is None
 
     async def _dead_letter(self, record: Record, *, reason: str) -> None:
         source = f"rollout-health/{self.app.conf.id}"

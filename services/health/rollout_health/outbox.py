@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import faust
 
 
 class Outbox(Protocol):
-    async def send(self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes]) -> None: ...
+    async def send(self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes]) -> None:
+        """Sent and acknowledged by the broker."""
+
+    async def send_soon(
+        self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes]
+    ) -> asyncio.Future[Any]:
+        """Queued in the producer (in order per partition); the future resolves on the broker's ack."""
 
 
 class FaustOutbox:
@@ -20,8 +27,13 @@ class FaustOutbox:
         self._topics: dict[str, faust.TopicT] = {}
 
     async def send(self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes]) -> None:
+        await (await self.send_soon(topic, key=key, value=value, headers=headers))
+
+    async def send_soon(
+        self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes]
+    ) -> asyncio.Future[Any]:
         if topic not in self._topics:
             self._topics[topic] = self._app.topic(topic, key_serializer="raw", value_serializer="raw")
-        # Awaited to the broker's ack: a readiness change must not sit in a buffer when we move on.
-        pending = await self._topics[topic].send(key=key, value=value, headers=dict(headers))
-        await pending
+        sent = await self._topics[topic].send(key=key, value=value, headers=dict(headers))
+        # faust's FutureMessage, a future already: done on the broker's ack (ensure_future returns it)
+        return asyncio.ensure_future(sent)
