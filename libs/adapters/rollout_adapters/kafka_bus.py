@@ -28,7 +28,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-
 from aiokafka.conn import collect_hosts, create_conn  # type: ignore[import-untyped]
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor  # type: ignore[import-untyped]
 
-from rollout_adapters import kafka_records
+from rollout_adapters import kafka_fetcher_close, kafka_records
 from rollout_adapters.memory_bus import next_offsets
 from rollout_common.errors import (
     InvalidInputError,
@@ -186,8 +186,10 @@ class KafkaBus:
         self._known_topics: set[str] = set()
         self._consumers: set[KafkaConsumer] = set()
         self._closed = False
-        # A header name that is not UTF-8 would stop every poll of its partition (BUS-4).
+        # A header name that is not UTF-8 would stop every poll of its partition (BUS-4); a
+        # consumer closed with the broker down would raise CancelledError out of its close.
         kafka_records.install()
+        kafka_fetcher_close.install()
 
     async def ensure_topics(self, topics: Sequence[TopicSpec]) -> None:
         self._check_open()
