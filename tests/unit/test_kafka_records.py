@@ -3,11 +3,16 @@ is read whole, records before and after it included, instead of raising out of t
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import aiokafka.consumer.fetcher as fetcher  # type: ignore[import-untyped]
 import pytest
-from aiokafka.record.default_records import DefaultRecordBatchBuilder  # type: ignore[import-untyped]
+from aiokafka import codec
+from aiokafka.record.default_records import (  # type: ignore[import-untyped]
+    DefaultRecordBase,
+    DefaultRecordBatchBuilder,
+)
 
 from rollout_adapters.kafka_records import CLIENT_READER, LenientMemoryRecords, install
 
@@ -60,3 +65,26 @@ def test_every_record_of_the_batch_and_the_next_is_read_in_order() -> None:
 def test_install_replaces_the_fetchers_reader() -> None:
     install()
     assert fetcher.MemoryRecords is LenientMemoryRecords
+
+
+def _gzipped(batch: bytes) -> bytes:
+    """The same batch with its records gzip-compressed (attributes codec 1); the CRC is left as it
+    was, which neither reader checks (the fetcher does, before)."""
+    header = DefaultRecordBase.HEADER_STRUCT.size
+    body = codec.gzip_encode(batch[header:])
+    data = bytearray(batch[:header] + body)
+    attributes = struct.unpack_from(">h", data, 21)[0]
+    struct.pack_into(">h", data, 21, attributes | 1)
+    struct.pack_into(">i", data, 8, len(data) - 12)
+    return bytes(data)
+
+
+def test_a_compressed_batch_is_read_again_from_its_decompressed_records() -> None:
+    data = _gzipped(_batch(0, ["a", PLACEHOLDER, "c"]))
+    with pytest.raises(UnicodeDecodeError):
+        _read(CLIENT_READER(data))
+    assert [(offset, headers) for offset, _, _, headers in _read(LenientMemoryRecords(data))] == [
+        (0, [("a", b"v")]),
+        (1, [("\udcff\udcfe", b"v")]),
+        (2, [("c", b"v")]),
+    ]

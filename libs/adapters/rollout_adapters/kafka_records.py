@@ -95,6 +95,7 @@ class _LenientBatch:
         return getattr(self._batch, name)
 
     def __iter__(self) -> _LenientBatch:
+        iter(self._batch)  # the client's reader decompresses a compressed batch here, not on next()
         return self
 
     def __next__(self) -> Any:
