@@ -13,6 +13,7 @@ from aiokafka.record.default_records import (  # type: ignore[import-untyped]
     DefaultRecordBase,
     DefaultRecordBatchBuilder,
 )
+from aiokafka.record.legacy_records import LegacyRecordBatchBuilder  # type: ignore[import-untyped]
 
 from rollout_adapters.kafka_records import CLIENT_READER, LenientMemoryRecords, install
 
@@ -88,3 +89,10 @@ def test_a_compressed_batch_is_read_again_from_its_decompressed_records() -> Non
         (1, [("\udcff\udcfe", b"v")]),
         (2, [("c", b"v")]),
     ]
+
+
+def test_a_legacy_batch_is_the_clients_own() -> None:
+    """Message format v0/v1 carries no headers: its batches are read by the client alone."""
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 20)
+    builder.append(0, timestamp=1000, key=b"k", value=b"v")
+    assert _read(LenientMemoryRecords(bytes(builder.build()))) == [(0, 1000, b"k", [])]

@@ -39,6 +39,8 @@ CLIENT_READER: Any = _fetcher.MemoryRecords
 # A batch on the wire: base offset (int64) and length (int32) of what follows.
 _LOG_OVERHEAD = struct.calcsize(">qi")
 _HEADER = DefaultRecordBase.HEADER_STRUCT
+# base offset (int64), length (int32), partition leader epoch (int32), then the magic byte
+_MAGIC_OFFSET = struct.calcsize(">qii")
 _DECOMPRESS: dict[int, Callable[[bytes], bytes]] = {
     1: codec.gzip_decode,
     2: codec.snappy_decode,
@@ -76,7 +78,7 @@ class LenientMemoryRecords:
         (length,) = struct.unpack_from(">i", self._data, self._pos + 8)
         end = self._pos + _LOG_OVERHEAD + length
         raw, self._pos = self._data[self._pos : end], end
-        if batch.magic < 2:  # v0/v1 records have no headers
+        if raw[_MAGIC_OFFSET] < 2:  # v0/v1 records have no headers (and their batches no `magic`)
             return batch
         return _LenientBatch(batch, raw)
 
@@ -136,7 +138,7 @@ def lenient_records(raw: bytes) -> Iterator[Any]:
     for _ in range(count):
         length, pos = decode_varint(buffer, pos)
         end = pos + length
-        _, pos = decode_varint(buffer, pos)  # record attributes: unused by the format so far
+        pos += 1  # record attributes (int8): unused by the format so far
         timestamp_delta, pos = decode_varint(buffer, pos)
         offset_delta, pos = decode_varint(buffer, pos)
         key, pos = _nullable_bytes(buffer, pos)
