@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from rollout_adapters.kafka_bus import KafkaBus
+from rollout_adapters.memory_bus import kafka_partition
 from rollout_cli.dashboard import ProgressModel, status_view
 from rollout_cli.demo import builtin_scenario, status_document
 from rollout_cli.main import main
@@ -136,10 +137,38 @@ async def _publish_bad_progress(bootstrap: str, prefix: str) -> list[str]:
         await bus.ensure_topics([t.spec(prefix) for t in ALL])
         for raw, hdrs, _ in bad:
             await bus.publish(prefix + PROGRESS.name, key=b"one", value=raw, headers=hdrs)
+        # a header name that is not UTF-8 (kcat writes names as bytes): the Kafka client raised on
+        # it on every poll, and the watch stopped
+        await _kcat(bootstrap, prefix + PROGRESS.name, key=b"one", value=value, headers=headers, name=b"\xff\xfe")
         await bus.publish(prefix + PROGRESS.name, key=b"one", value=value, headers=headers)
     finally:
         await bus.close()
-    return [f"(unreadable progress event: {reason}" for _, _, reason in bad]
+    reasons = [reason for _, _, reason in bad] + ["a header is not UTF-8: the name b'\\xff\\xfe'"]
+    return [f"(unreadable progress event: {reason}" for reason in reasons]
+
+
+async def _kcat(
+    bootstrap: str, topic: str, *, key: bytes, value: bytes, headers: dict[str, bytes], name: bytes
+) -> None:
+    """One record with a further header named `name` (raw bytes), on `key`'s partition."""
+    partition = kafka_partition(key, PROGRESS.partitions)
+    argv = [
+        b"kcat",
+        b"-P",
+        b"-b",
+        bootstrap.encode(),
+        b"-t",
+        topic.encode(),
+        b"-p",
+        str(partition).encode(),
+        b"-k",
+        key,
+    ]
+    for header, data in [*((h.encode(), d) for h, d in headers.items()), (name, b"v")]:
+        argv += [b"-H", header + b"=" + data]
+    kcat = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.PIPE)
+    await asyncio.wait_for(kcat.communicate(value + b"\n"), 60)
+    assert kcat.returncode == 0
 
 
 @pytest.mark.integration

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -126,5 +127,67 @@ async def test_sigterm_ends_every_service_within_the_bound_with_kafka_and_redis_
             assert code == 0, f"{name} exited {code}:\n{services.log_tail(name)}"
         print(f"\nSIGTERM to exit with Kafka and Redis down: {took}")
         assert {name: s for name, s in took.items() if s > BOUND_S} == {}
+    finally:
+        services.stop_all()
+
+
+# The health monitor: the supervisor passes SIGTERM on to its faust worker, which stops within
+# seconds; the supervisor's kill after `_STOP_GRACE_S` (20 s) is only a backstop (docs/reliability.md).
+MONITOR_BOUND_S = BOUND_S
+
+
+@pytest.fixture
+def broker() -> Iterator[KafkaBroker]:
+    with running(KafkaBroker(), what="the monitor shutdown test's Kafka broker") as broker:
+        yield broker
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the supervisor's process group (it and its worker) is left."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_sigterm_ends_the_health_monitor_and_its_worker_within_the_bound_with_kafka_down(
+    tmp_path: Path, broker: KafkaBroker, topic_prefix: str
+) -> None:
+    """Issue 12, clean restarts: the monitor (supervisor and faust worker) exits with code 0 within
+    MONITOR_BOUND_S of SIGTERM once the broker is gone and the worker has noticed, the worker by
+    itself: it hung in its consumer thread's stop (aiokafka's fetcher close raised CancelledError)
+    until the supervisor killed it 20 s later."""
+    services = ServiceProcesses(
+        log_dir=tmp_path,
+        base_env={
+            "ROLLOUT_KAFKA_BOOTSTRAP": broker.bootstrap,
+            "ROLLOUT_TOPIC_PREFIX": topic_prefix + ".",
+            "ROLLOUT_LOG_LEVEL": "INFO",
+            "ROLLOUT_METRICS_PORT": "0",
+        },
+    )
+    try:
+        monitor = services.start("monitor", ["rollout_health", "monitor"])
+        await wait_for_log(services, "monitor", ("[^Worker]: Ready",))
+        mark = len(services.log_tail("monitor", 10_000_000))
+        await asyncio.to_thread(broker.stop)
+        # the worker's Kafka client has met the dead broker
+        await wait_for_log(
+            services, "monitor", ("Unable to connect", "Connection at", "Failed fetch", "NodeNotReady"), after=mark
+        )
+        monitor.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        code = await asyncio.to_thread(monitor.wait, MONITOR_BOUND_S * 3)
+        took = round(time.monotonic() - started, 1)
+        print(f"\nSIGTERM to exit of the health monitor with Kafka down: {took} s")
+        assert code == 0, services.log_tail("monitor")
+        assert took <= MONITOR_BOUND_S, services.log_tail("monitor")
+        assert "killing it" not in services.log_tail("monitor", 10_000_000), "the worker did not stop by itself"
+        async with asyncio.timeout(10):  # the worker went with it (it may take a moment to be reaped)
+            while True:
+                if not _group_alive(monitor.pid):
+                    break
+                await asyncio.sleep(0.1)
     finally:
         services.stop_all()

@@ -31,11 +31,13 @@ from poison import POISON, poison_reason, poisoned_decide
 from pydantic import BaseModel
 from topic_reader import Message, bodies, read_topic
 
-from rollout_adapters.kafka_bus import KafkaBus, UnreadableRecordError
+from rollout_adapters.kafka_bus import KafkaBus
+from rollout_adapters.memory_bus import kafka_partition
 from rollout_adapters.redis_store import RedisStore
 from rollout_common import envelope
 from rollout_common.commands import StageAdvance
 from rollout_common.envelope import MAX_VALUE_BYTES
+from rollout_common.errors import InvalidInputError
 from rollout_common.events import (
     InventoryChange,
     OperatorCommand,
@@ -92,6 +94,9 @@ class Case:
     headers: dict[str, bytes]
     reason: str | None = None
     outcome: Callable[[list[dict[str, Any]]], bool] | None = None
+    # a further header with this name, bytes as they are (not UTF-8): sent by kcat, since Kafka
+    # clients write header names from text
+    raw_header_name: bytes | None = None
 
 
 def _encoded(model: BaseModel, event_id: str) -> tuple[bytes, dict[str, bytes]]:
@@ -132,6 +137,15 @@ def _generic(topic: TopicDef, good: BaseModel) -> list[Case]:
         ),
         Case("bad-specversion", value, dict(headers, ce_specversion=b"0.3"), reason="ce_specversion '0.3'"),
         Case("header-not-utf8", value, dict(headers, ce_source=b"\xff\xfe"), reason="a header is not UTF-8"),
+        # a valid event whose one further header has a name that is not UTF-8: the Kafka client
+        # raised on it while unpacking the fetch, on every poll, and nothing behind it was read
+        Case(
+            "header-name-not-utf8",
+            value,
+            headers,
+            reason="a header is not UTF-8: the name b'\\xff\\xfe'",
+            raw_header_name=b"\xff\xfe",
+        ),
         *_bounded(body, headers),
     ]
 
@@ -212,6 +226,30 @@ async def _read(
 ) -> list[Message]:
     # a fetch large enough for the oversized cases' dead letters
     return await read_topic(bootstrap, topic, until=until, timeout_s=timeout_s, client={"fetch_max_bytes": 4 << 20})
+
+
+async def _produce_cases(
+    bootstrap: str, topic: TopicDef, prefix: str, cases: list[Case], good: tuple[bytes, bytes, dict[str, bytes]]
+) -> None:
+    """The cases, then the good record. A case with a raw header name goes by kcat to the good
+    record's partition, just before it: the good record's effect shows the partition was read past it."""
+    name = prefix + topic.name
+    await _produce_all(bootstrap, name, [(c.name.encode(), c.value, c.headers) for c in cases if not c.raw_header_name])
+    partition = kafka_partition(good[0], topic.partitions)
+    for case in cases:
+        if case.raw_header_name:
+            await _kcat(bootstrap, name, partition=partition, key=case.name.encode(), case=case)
+    await _produce_all(bootstrap, name, [good])
+
+
+async def _kcat(bootstrap: str, topic: str, *, partition: int, key: bytes, case: Case) -> None:
+    assert case.raw_header_name is not None and b"\n" not in case.value
+    headers = [*((name.encode(), value) for name, value in case.headers.items()), (case.raw_header_name, b"v")]
+    argv = [b"kcat", b"-P", b"-b", bootstrap.encode(), b"-t", topic.encode(), b"-p", str(partition).encode()]
+    argv += [b"-k", key, *(arg for name, value in headers for arg in (b"-H", name + b"=" + value))]
+    kcat = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.PIPE)
+    await asyncio.wait_for(kcat.communicate(case.value + b"\n"), 60)
+    assert kcat.returncode == 0
 
 
 def _letters(records: list[Message]) -> dict[str, str]:
@@ -439,10 +477,7 @@ async def test_the_planner_survives_bad_input(
 
         specific, good, processed = _planner_cases(topic, command_id)
         cases = [*_generic(topic, good), *specific, _poison(topic, command_id)]
-        records = [(case.name.encode(), case.value, case.headers) for case in cases]
-        good_value, good_headers = _encoded(good, "good-1")
-        records.append((b"good", good_value, good_headers))
-        await _produce_all(kafka_bootstrap, prefix + topic.name, records)
+        await _produce_cases(kafka_bootstrap, topic, prefix, cases, (b"good", *_encoded(good, "good-1")))
 
         # Keyed by case, the records spread over the topic's partitions: wait for every outcome.
         checks = [processed, *(c.outcome for c in cases if c.outcome is not None)]
@@ -569,9 +604,7 @@ async def test_the_executor_survives_bad_input(
             prefix + UPGRADE_RESULTS.name,
             until=lambda rs: any(b["outcome"] == "succeeded" for b in bodies(rs)),
         )
-        records = [(c.name.encode(), c.value, c.headers) for c in cases]
-        records.append((b"good", *_encoded(good, "cmd-good")))
-        await _produce_all(kafka_bootstrap, prefix + STAGE_ADVANCE.name, records)
+        await _produce_cases(kafka_bootstrap, STAGE_ADVANCE, prefix, cases, (b"good", *_encoded(good, "cmd-good")))
 
         def finals(rs: list[Message]) -> dict[tuple[str, str], dict[str, Any]]:
             return {(b["commandId"], b["cluster"]): b for b in bodies(rs) if b["outcome"] != "started"}
@@ -666,10 +699,8 @@ async def test_the_monitor_survives_bad_input(kafka_bootstrap: str, topic_prefix
             reason="s ahead of the monitor's clock (limit max_future_skew_s=30); check the reporter's clock",
         ),
     ]
-    records = [(c.name.encode(), c.value, c.headers) for c in cases]
-    records.append((b"c9", *_encoded(good, "good")))
     with _monitor_process(kafka_bootstrap, prefix) as process:
-        await _produce_all(kafka_bootstrap, prefix + HEARTBEATS.name, records)
+        await _produce_cases(kafka_bootstrap, HEARTBEATS, prefix, cases, (b"c9", *_encoded(good, "good")))
         expected = {c.name: c.reason for c in cases if c.reason is not None}
         letters = _letters(
             await _read(kafka_bootstrap, prefix + DEAD_LETTER.name, until=lambda rs: len(_letters(rs)) >= len(expected))
@@ -682,34 +713,43 @@ async def test_the_monitor_survives_bad_input(kafka_bootstrap: str, topic_prefix
     assert ready == {"kind": "readiness", "cluster": "c9", "ready": True, "reason": "reported ready", "observedAt": now}
 
 
-# -- what no service can read ---------------------------------------------------------------------
+# -- the Kafka adapter -----------------------------------------------------------------------------
 
 
-async def test_a_header_name_that_is_not_utf8_stops_the_poll_with_what_to_do(
+async def test_a_header_name_that_is_not_utf8_is_read_and_the_poll_goes_on(
     kafka_bootstrap: str, topic_prefix: str
 ) -> None:
-    """The known gap of BUS-4: the Kafka client raises while unpacking a batch whose record has a
-    header name that is not UTF-8, on every poll. The bus says so, and how to move past it, instead
-    of an unexplained UnicodeDecodeError."""
+    """BUS-4: the Kafka client raised while unpacking a fetch holding a record whose header name is
+    not UTF-8, on every poll, losing the records fetched with it (those before it on its partition,
+    and other partitions' drained by the same poll). Now every record is delivered in order, the
+    bad one with its name's bytes as lone surrogates, for the consumer's decoder to refuse."""
     prefix = topic_prefix + "."
-    topic = prefix + RELEASE_TARGETS.name
+    topic = prefix + UPGRADE_RESULTS.name
     bus = KafkaBus(kafka_bootstrap, client_id=f"{prefix}reader")
-    await bus.ensure_topics([RELEASE_TARGETS.spec(prefix)])
-    # kcat writes header names as given: bytes, not text
-    kcat = await asyncio.create_subprocess_exec(
-        *[b"kcat", b"-P", b"-b", kafka_bootstrap.encode(), b"-t", topic.encode(), b"-k", b"k", b"-H", b"\xff\xfe=v"],
-        stdin=asyncio.subprocess.PIPE,
-    )
-    await asyncio.wait_for(kcat.communicate(b"{}\n"), 60)
-    assert kcat.returncode == 0
-    consumer = bus.consumer([topic], group=f"{prefix}readers", from_beginning=True)
+    await bus.ensure_topics([UPGRADE_RESULTS.spec(prefix)])
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
     try:
-        with pytest.raises(UnreadableRecordError) as raised:
-            async with asyncio.timeout(60):
-                while True:  # until the fetch that holds it arrives
-                    await consumer.poll(timeout_s=0.5)
+        for key, partition in ((b"a1", 0), (b"a2", 0), (b"b1", 1)):
+            await producer.send_and_wait(topic, b"{}", key=key, partition=partition)
+        bad = Case("bad", b"{}", {"h": b"1"}, raw_header_name=b"\xff\xfe")
+        await _kcat(kafka_bootstrap, topic, partition=0, key=b"bad", case=bad)
+        for key, partition in ((b"a3", 0), (b"b2", 1)):
+            await producer.send_and_wait(topic, b"{}", key=key, partition=partition)
+    finally:
+        await producer.stop()
+    consumer = bus.consumer([topic], group=f"{prefix}readers", from_beginning=True)
+    read = []
+    try:
+        async with asyncio.timeout(60):
+            while len(read) < 6:
+                read += await consumer.poll(timeout_s=0.5)
     finally:
         await consumer.close()
         await bus.close()
-    assert str(raised.value).startswith(f"a record on {topic} has a header name that is not UTF-8")
-    assert f"move group '{prefix}readers' past it" in str(raised.value)
+    by_partition = {p: [(r.offset, r.key) for r in read if r.partition == p] for p in (0, 1)}
+    assert by_partition == {0: [(0, b"a1"), (1, b"a2"), (2, b"bad"), (3, b"a3")], 1: [(0, b"b1"), (1, b"b2")]}
+    [unreadable] = [r for r in read if r.key == b"bad"]
+    assert dict(unreadable.headers) == {"h": b"1", "\udcff\udcfe": b"v"}
+    with pytest.raises(InvalidInputError, match=r"a header is not UTF-8: the name b'\\xff\\xfe'"):
+        envelope.decode(unreadable.value, unreadable.headers, UPGRADE_RESULTS.models)

@@ -29,6 +29,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-
 from aiokafka.conn import collect_hosts, create_conn  # type: ignore[import-untyped]
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor  # type: ignore[import-untyped]
 
+from rollout_adapters import kafka_fetcher_close, kafka_records
 from rollout_adapters.memory_bus import next_offsets
 from rollout_common.errors import (
     InvalidInputError,
@@ -190,6 +191,10 @@ class KafkaBus:
         self._known_topics: set[str] = set()
         self._consumers: set[KafkaConsumer] = set()
         self._closed = False
+        # A header name that is not UTF-8 would stop every poll of its partition (BUS-4); a
+        # consumer closed with the broker down would raise CancelledError out of its close.
+        kafka_records.install()
+        kafka_fetcher_close.install()
 
     async def ensure_topics(self, topics: Sequence[TopicSpec]) -> None:
         self._check_open()
@@ -557,7 +562,9 @@ def _new_topic(spec: TopicSpec, replication_factor: int) -> Any:
 
 
 class UnreadableRecordError(PermanentError):
-    """A record the Kafka client cannot unpack, so it cannot be handed out, dead-lettered or skipped."""
+    """A record the Kafka client cannot unpack, so it cannot be handed out, dead-lettered or skipped.
+    `kafka_records.install()` (done by every bus) reads header names that are not UTF-8, the one
+    known cause; this stays for a client whose fetcher that reader is not installed in."""
 
 
 def _unreadable(topics: Sequence[str], group: str) -> str:

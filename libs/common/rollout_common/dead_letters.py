@@ -57,7 +57,7 @@ def dead_letter_headers(
     record: Record, *, reason: str, source: str, extra: Mapping[str, str] | None = None
 ) -> dict[str, bytes]:
     """The record's own headers plus where it came from, who sent it on, why, and `extra` (`dlq_*` too)."""
-    headers = dict(record.headers)
+    headers = {_publishable(name): value for name, value in record.headers.items()}
     headers.update(
         {
             "dlq_reason": reason.encode(errors="replace"),
@@ -69,6 +69,14 @@ def dead_letter_headers(
     )
     headers.update({name: value.encode(errors="replace") for name, value in (extra or {}).items()})
     return headers
+
+
+def _publishable(name: str) -> str:
+    """The name itself, or for one read from bytes that are not UTF-8 (lone surrogates), those
+    bytes written as `\\xNN`: Kafka's header names are UTF-8, so the original cannot be sent."""
+    if name.isascii():
+        return name
+    return name.encode(errors="surrogateescape").decode(errors="backslashreplace")
 
 
 # A record near the broker's size limit plus our headers would not fit on the dead-letter topic:

@@ -157,6 +157,8 @@ def _header_text(headers: Mapping[str, bytes]) -> dict[str, str]:
     ours: list[tuple[str, bytes]] = []
     for name, raw in headers.items():
         size += len(name) + (len(raw) if raw else 0)
+        if not name.isascii():
+            _check_name(name)
         if name[:3] == "ce_" or name == "content-type":
             ours.append((name, raw or b""))
         # others (a binary trace context, say) are not ours to read
@@ -169,6 +171,16 @@ def _header_text(headers: Mapping[str, bytes]) -> dict[str, str]:
         except UnicodeDecodeError as exc:
             raise InvalidInputError(f"a header is not UTF-8: {name!r}") from exc
     return text
+
+
+def _check_name(name: str) -> None:
+    """A header name read from bytes that are not UTF-8 holds lone surrogates (the Kafka adapter
+    reads them with `surrogateescape` rather than stop at them): such a record is refused whole."""
+    try:
+        name.encode()
+    except UnicodeEncodeError as exc:
+        raw = name.encode(errors="surrogateescape")
+        raise InvalidInputError(f"a header is not UTF-8: the name {raw!r}") from exc
 
 
 def _media_type(content_type: str) -> str:

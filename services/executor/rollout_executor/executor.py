@@ -152,9 +152,12 @@ class Executor:
                 # The previous holder may have recorded its result just before letting go.
                 if await self._replayed(command, target):
                     return
-                await self._publish(self._result(command, target.cluster, "started"))
                 try:
-                    outcome = await lease.hold(self._run_driver(target, fencing_token=lease.fencing_token))
+                    # The `started` publish is held under the lease too: with the broker away it can
+                    # wait for minutes (an idempotent producer never gives a record up), and a lease
+                    # not renewed meanwhile lapsed, so the driver's result was refused and the same
+                    # upgrade ran again at once (BUS-3; found by the chaos test's broker restarts).
+                    outcome = await lease.hold(self._start(command, target, fencing_token=lease.fencing_token))
                     final = self._result(
                         command, target.cluster, "succeeded" if outcome.succeeded else "failed", error=outcome.error
                     )
@@ -169,6 +172,10 @@ class Executor:
             finally:
                 # Shielded: on cancellation (shutdown) the lease must still be let go of.
                 await asyncio.shield(self._release(lease))
+
+    async def _start(self, command: StageAdvance, target: UpgradeTarget, *, fencing_token: int) -> DriverOutcome:
+        await self._publish(self._result(command, target.cluster, "started"))
+        return await self._run_driver(target, fencing_token=fencing_token)
 
     async def _run_driver(self, target: UpgradeTarget, *, fencing_token: int) -> DriverOutcome:
         started = time.monotonic()

@@ -28,6 +28,7 @@ from typing import Any, cast
 
 import faust
 
+from rollout_adapters import kafka_fetcher_close, kafka_records
 from rollout_adapters.faust_credentials import broker_credentials
 from rollout_adapters.memory_bus import kafka_partition
 from rollout_common.dead_letters import dead_letter
@@ -69,6 +70,11 @@ class HealthMonitor:
         self.metrics = metrics or HealthMetrics()
         self._settings = settings
         self._clock = clock
+        # faust's consumer is aiokafka's: without these, a header name that is not UTF-8 raises in
+        # its fetcher on every poll and the worker never reads that partition again (BUS-4), and
+        # a SIGTERM with the broker down hangs the worker until its supervisor kills it.
+        kafka_records.install()
+        kafka_fetcher_close.install()
         self.app = faust.App(
             settings.group(settings.app_id),
             broker=f"kafka://{settings.kafka_bootstrap}",

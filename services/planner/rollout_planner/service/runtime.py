@@ -114,4 +114,5 @@ async def _until_done_or_stopped(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    task.result()
+    if not task.cancelled():  # cancelled after the grace period: a clean stop, not an error
+        task.result()
