@@ -225,9 +225,13 @@ async def test_bus4_a_worker_killed_mid_stream_loses_no_readiness_change(
                 os.killpg(workers[0].pid, signal.SIGKILL)
                 killed = True
         assert killed
-        async with asyncio.timeout(120):  # the session timeout, a rebalance, the replay
-            while not set(clusters) <= changed:
-                await read_some()
+        try:
+            async with asyncio.timeout(180):  # the session timeout, a rebalance, the replay
+                while not set(clusters) <= changed:
+                    await read_some()
+        except TimeoutError:
+            missing = sorted(set(clusters) - changed)
+            raise AssertionError(f"{len(missing)} clusters never reported ready, first {missing[:5]}") from None
     finally:
         await readiness.stop()
         await producer.stop()
