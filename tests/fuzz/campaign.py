@@ -3,9 +3,12 @@
     python tests/fuzz/campaign.py --seeds 2000 [--first 0] [--out build/fuzz]
 
 One line per failing seed (its first problem and where the shrunk scenario went; the first seed
-of each kind of failure is shrunk, within a time budget), then a short
-summary whose last line reads `seeds run: N, failures: F, seeds/s: R`. Exit status 1 when a seed
-failed. A shrunk scenario runs with `rollout simulate FILE`; the developer adds its `expect:`
+of each kind of failure is shrunk, within a time budget), one line per seed on which the shared
+checker reported lines proven to be its known approximations (tests/fuzz/misjudgements.py: their
+kinds and the first line; those lines alone fail no seed), then a short summary whose last lines
+read `checker misjudgements (argued): L lines on S seeds` with the count by kind, and
+`seeds run: N, failures: F, seeds/s: R`. Exit status 1 when a seed failed. A shrunk scenario runs
+with `rollout simulate FILE`; the developer adds its `expect:`
 (what SPEC says should happen) and keeps it under tests/scenarios/. Audit and restart problems
 come from this oracle only (the conformance checker sees the report, not the engine's state).
 """
@@ -23,7 +26,8 @@ import yaml
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
-from oracle import problems, signature  # noqa: E402
+from misjudgements import describe  # noqa: E402
+from oracle import examine, problems, signature  # noqa: E402
 from scenario_gen import generate, twin_point  # noqa: E402
 from shrink import Shrinker  # noqa: E402
 
@@ -75,9 +79,19 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     kinds: Counter[str] = Counter()
     shrinking = 0.0
+    argued: Counter[str] = Counter()
+    argued_seeds = 0
     for seed in range(args.first, args.first + args.seeds):
         doc, twin = generate(seed), twin_point(seed)
-        found = problems(doc, twin_at=twin)
+        exam = examine(doc, twin_at=twin)
+        found = exam.problems
+        if exam.argued:
+            argued_seeds += 1
+            by_kind = Counter(describe(kinds) for kinds, _ in exam.argued)
+            argued.update(by_kind)
+            listed = ", ".join(f"{n} x {k}" for k, n in by_kind.items())
+            first_line = exam.argued[0][1][:160]
+            print(f"seed {seed}: checker misjudgements (argued): {listed}; first: {first_line}", flush=True)
         if not found:
             continue
         kind = signature(found[0])
@@ -96,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.monotonic() - began
     checking = max(elapsed - shrinking, 1e-9)
     for kind, count in kinds.most_common():
+        print(f"  {count} x {kind}")
+    print(f"checker misjudgements (argued): {sum(argued.values())} lines on {argued_seeds} seeds")
+    for kind, count in argued.most_common():
         print(f"  {count} x {kind}")
     print(f"{elapsed:.1f} s in all, {shrinking:.1f} s of it shrinking")
     print(f"seeds run: {args.seeds}, failures: {sum(kinds.values())}, seeds/s: {args.seeds / checking:.1f}")
