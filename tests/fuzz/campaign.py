@@ -1,6 +1,6 @@
 """`make fuzz SEEDS=N`: run N generated scenarios through the oracle, shrink each failure to a file.
 
-    python tests/fuzz/campaign.py --seeds 2000 [--first 0] [--out build/fuzz]
+    python tests/fuzz/campaign.py --seeds 2000 [--first 0] [--out build/fuzz] [--jobs 2]
 
 One line per failing seed (its first problem and where the shrunk scenario went; the first seed
 of each kind of failure is shrunk, within a time budget), one line per seed on which the shared
@@ -16,9 +16,11 @@ come from this oracle only (the conformance checker sees the report, not the eng
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ import yaml
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
 from misjudgements import describe  # noqa: E402
-from oracle import examine, problems, signature  # noqa: E402
+from oracle import Examination, examine, problems, signature  # noqa: E402
 from scenario_gen import generate, twin_point  # noqa: E402
 from shrink import Shrinker  # noqa: E402
 
@@ -68,6 +70,19 @@ def as_yaml(doc: dict[str, Any]) -> str:
     return yaml.dump(doc, Dumper=_PlainDumper, sort_keys=False, width=120)
 
 
+def examined(seed: int) -> tuple[int, Examination]:
+    return seed, examine(generate(seed), twin_at=twin_point(seed))
+
+
+def examinations(seeds: range, *, jobs: int) -> Iterator[tuple[int, Examination]]:
+    """Every seed's examination, in seed order; `jobs` worker processes share them out."""
+    if jobs <= 1:
+        yield from map(examined, seeds)
+        return
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        yield from pool.imap(examined, seeds, chunksize=10)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=200)
@@ -75,15 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("build/fuzz"), help="where shrunk scenarios go")
     parser.add_argument("--shrink-seconds", type=float, default=20.0, help="shrinking time per failing seed")
     parser.add_argument("--shrink-total", type=float, default=60.0, help="shrinking time over the whole run")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes that run the seeds")
     args = parser.parse_args(argv)
     began = time.monotonic()
     kinds: Counter[str] = Counter()
     shrinking = 0.0
     argued: Counter[str] = Counter()
     argued_seeds = 0
-    for seed in range(args.first, args.first + args.seeds):
-        doc, twin = generate(seed), twin_point(seed)
-        exam = examine(doc, twin_at=twin)
+    for seed, exam in examinations(range(args.first, args.first + args.seeds), jobs=args.jobs):
         found = exam.problems
         if exam.argued:
             argued_seeds += 1
@@ -101,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             where = "not shrunk (a seed before it failed the same way)"
         elif budget > 0:
             mark = time.monotonic()
-            path = shrink_to_file(seed, doc, found[0], args.out, seconds=budget, twin_at=twin)
+            path = shrink_to_file(seed, generate(seed), found[0], args.out, seconds=budget, twin_at=twin_point(seed))
             shrinking += time.monotonic() - mark
             where = f"shrunk to {path}"
         else:
@@ -114,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"checker misjudgements (argued): {sum(argued.values())} lines on {argued_seeds} seeds")
     for kind, count in argued.most_common():
         print(f"  {count} x {kind}")
-    print(f"{elapsed:.1f} s in all, {shrinking:.1f} s of it shrinking")
+    print(f"{elapsed:.1f} s in all, {shrinking:.1f} s of it shrinking, {args.jobs} worker process(es)")
     print(f"seeds run: {args.seeds}, failures: {sum(kinds.values())}, seeds/s: {args.seeds / checking:.1f}")
     return 1 if kinds else 0
 
