@@ -25,6 +25,7 @@ NEXT_RUN = (Misjudgement.GATE1_NEXT_RUN,)
 BEYOND = (Misjudgement.GATE3_BEYOND_TARGET,)
 INELIGIBLE = (Misjudgement.GATE3_INELIGIBLE_THEN,)
 LOOK_AHEAD = (Misjudgement.GATE3_LOOK_AHEAD,)
+OTHER_TRACK = (Misjudgement.GATE3_OTHER_TRACK,)
 
 
 def _run(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -88,6 +89,16 @@ def _argue(path: Path, doc: dict[str, Any], report: dict[str, Any]) -> Any:
                     "maxUnavailablePartitions 0",
                 )
                 for t in (1800.0, 2400.0)
+            ],
+        ),
+        (
+            HERE / "misjudged" / "gate3-nodes-only-target-on-the-control-plane-track.yaml",
+            [
+                (
+                    OTHER_TRACK,
+                    "GATE-3: batch for partition Partition 15 - 20 of s0 at t=140400.0 with 1 NotReady partitions "
+                    "before it, maxUnavailablePartitions 0",
+                )
             ],
         ),
     ],
@@ -210,4 +221,18 @@ def test_gate_3_a_cluster_the_release_targets_by_its_minor_then_is_a_breach() ->
     c010["version"] = "1.31.9-gke.200"
     verdict = _argue(path, tampered, report)
     line = "GATE-3: batch for partition Partition 3 - 5 of s0 at t=1800.0 with 1 NotReady partitions before it, "
+    assert line + "maxUnavailablePartitions 0" in verdict.failures
+
+
+def test_gate_3_a_cluster_the_release_targets_on_the_judged_track_is_a_breach() -> None:
+    """GATE-3 via GATE-2, SOAK-1 and VER-1: the same report, with c-113's control plane on 1.29.20
+    (the release holds 1.29.25 for it): pending on the control-plane track, so Partition 10 - 15 has
+    two not done and is NotReady before Partition 15 - 20."""
+    path = HERE / "misjudged" / "gate3-nodes-only-target-on-the-control-plane-track.yaml"
+    doc, report = _run(path)
+    tampered = copy.deepcopy(doc)
+    c113 = next(c for c in tampered["clusters"] if c["name"] == "c-113")
+    c113["version"] = "1.29.20-gke.100"
+    verdict = _argue(path, tampered, report)
+    line = "GATE-3: batch for partition Partition 15 - 20 of s0 at t=140400.0 with 1 NotReady partitions before it, "
     assert line + "maxUnavailablePartitions 0" in verdict.failures
