@@ -197,6 +197,16 @@ class _Judging:
         finally:
             self._judged_track = outer
 
+    def ready_at(self, name: str, t: float) -> bool:
+        """While judging "done": ready, and no upgrade of the cluster (either track) in flight at t.
+        The checker's own `ready_at` skips a `notReady` at t itself, so a cluster that another batch
+        of the same instant handed out just before would pass as ready and done (SOAK-1: a cluster
+        is unavailable to both tracks' gates while an upgrade on either track runs)."""
+        ready = bool(super().ready_at(name, t))  # type: ignore[misc]
+        if self._judged_track is None:
+            return ready
+        return ready and not self._check.Case.in_flight(self, name, t)
+
     def targeted_by(self, offer: tuple[set[Any], set[str]], name: str, t: float) -> bool:
         if self._judged_track is None or not (self._per_track or self._until_t):
             return super().targeted_by(offer, name, t)  # type: ignore[misc,no-any-return]
