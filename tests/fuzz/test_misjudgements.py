@@ -236,3 +236,25 @@ def test_gate_3_a_cluster_the_release_targets_on_the_judged_track_is_a_breach() 
     verdict = _argue(path, tampered, report)
     line = "GATE-3: batch for partition Partition 15 - 20 of s0 at t=140400.0 with 1 NotReady partitions before it, "
     assert line + "maxUnavailablePartitions 0" in verdict.failures
+
+
+def test_gate_3_a_cluster_handed_out_earlier_in_the_instant_is_not_done() -> None:
+    """GATE-3 via GATE-2 and SOAK-1 (unavailable to both tracks while an upgrade runs): the same
+    report with c-010 handed out at 30m, just before rel-2's batch, by another rollout. rel-2 does
+    not target it, but it is not ready, so not done: Partition 0 - 3 stays NotReady and the line a
+    failure (the checker's own `ready_at` passes a `notReady` of that very instant)."""
+    path = HERE / "misjudged" / "gate3-targeted-only-after-another-release.yaml"
+    doc, report = _run(path)
+    tampered = copy.deepcopy(report)
+    other = {"t": 1800.0, "stage": "s0", "track": "controlPlane", "partition": "Partition 0 - 3"}
+    tampered["batches"].insert(0, {**other, "version": "1.30.25-gke.100", "clusters": ["c-010"]})
+    upgrade = {"cluster": "c-010", "track": "controlPlane", "version": "1.30.25-gke.100"}
+    tampered["clusterEvents"] += [
+        {"t": 1800.0, **upgrade, "event": "started"},
+        {"t": 1800.0, "cluster": "c-010", "event": "notReady"},
+        {"t": 2400.0, **upgrade, "event": "succeeded"},
+    ]
+    tampered["clusterEvents"].sort(key=lambda e: e["t"])
+    verdict = _argue(path, doc, tampered)
+    line = "GATE-3: batch for partition Partition 3 - 5 of s0 at t=1800.0 with 1 NotReady partitions before it, "
+    assert line + "maxUnavailablePartitions 0" in verdict.failures
