@@ -88,6 +88,7 @@ soak: venv infra-fetch  ## the readiness soak at 100,000 clusters for SOAK_SECON
 ## generated scenarios through the audit, a restarted twin and the shared checker; each failing
 ## seed is shrunk to a scenario under build/fuzz/ (the fixed first 300 seeds run in `make test`)
 SEEDS ?= 1000
+JOBS ?= 1
 .PHONY: fuzz
 fuzz: venv
-	$(PY) tests/fuzz/campaign.py --seeds $(SEEDS)
+	$(PY) tests/fuzz/campaign.py --seeds $(SEEDS) --jobs $(JOBS)

@@ -1,11 +1,14 @@
 """`make fuzz SEEDS=N`: run N generated scenarios through the oracle, shrink each failure to a file.
 
-    python tests/fuzz/campaign.py --seeds 2000 [--first 0] [--out build/fuzz]
+    python tests/fuzz/campaign.py --seeds 2000 [--first 0] [--out build/fuzz] [--jobs 2]
 
 One line per failing seed (its first problem and where the shrunk scenario went; the first seed
-of each kind of failure is shrunk, within a time budget), then a short
-summary whose last line reads `seeds run: N, failures: F, seeds/s: R`. Exit status 1 when a seed
-failed. A shrunk scenario runs with `rollout simulate FILE`; the developer adds its `expect:`
+of each kind of failure is shrunk, within a time budget), one line per seed on which the shared
+checker reported lines proven to be its known approximations (tests/fuzz/misjudgements.py: their
+kinds and the first line; those lines alone fail no seed), then a short summary whose last lines
+read `checker misjudgements (argued): L lines on S seeds` with the count by kind, and
+`seeds run: N, failures: F, seeds/s: R`. Exit status 1 when a seed failed. A shrunk scenario runs
+with `rollout simulate FILE`; the developer adds its `expect:`
 (what SPEC says should happen) and keeps it under tests/scenarios/. Audit and restart problems
 come from this oracle only (the conformance checker sees the report, not the engine's state).
 """
@@ -13,9 +16,11 @@ come from this oracle only (the conformance checker sees the report, not the eng
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +28,8 @@ import yaml
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
-from oracle import problems, signature  # noqa: E402
+from misjudgements import describe  # noqa: E402
+from oracle import Examination, examine, problems, signature  # noqa: E402
 from scenario_gen import generate, twin_point  # noqa: E402
 from shrink import Shrinker  # noqa: E402
 
@@ -64,6 +70,19 @@ def as_yaml(doc: dict[str, Any]) -> str:
     return yaml.dump(doc, Dumper=_PlainDumper, sort_keys=False, width=120)
 
 
+def examined(seed: int) -> tuple[int, Examination]:
+    return seed, examine(generate(seed), twin_at=twin_point(seed))
+
+
+def examinations(seeds: range, *, jobs: int) -> Iterator[tuple[int, Examination]]:
+    """Every seed's examination, in seed order; `jobs` worker processes share them out."""
+    if jobs <= 1:
+        yield from map(examined, seeds)
+        return
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        yield from pool.imap(examined, seeds, chunksize=10)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=200)
@@ -71,13 +90,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("build/fuzz"), help="where shrunk scenarios go")
     parser.add_argument("--shrink-seconds", type=float, default=20.0, help="shrinking time per failing seed")
     parser.add_argument("--shrink-total", type=float, default=60.0, help="shrinking time over the whole run")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes that run the seeds")
     args = parser.parse_args(argv)
     began = time.monotonic()
     kinds: Counter[str] = Counter()
     shrinking = 0.0
-    for seed in range(args.first, args.first + args.seeds):
-        doc, twin = generate(seed), twin_point(seed)
-        found = problems(doc, twin_at=twin)
+    argued: Counter[str] = Counter()
+    argued_seeds = 0
+    for seed, exam in examinations(range(args.first, args.first + args.seeds), jobs=args.jobs):
+        found = exam.problems
+        if exam.argued:
+            argued_seeds += 1
+            by_kind = Counter(describe(kinds) for kinds, _ in exam.argued)
+            argued.update(by_kind)
+            listed = ", ".join(f"{n} x {k}" for k, n in by_kind.items())
+            first_line = exam.argued[0][1][:160]
+            print(f"seed {seed}: checker misjudgements (argued): {listed}; first: {first_line}", flush=True)
         if not found:
             continue
         kind = signature(found[0])
@@ -87,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             where = "not shrunk (a seed before it failed the same way)"
         elif budget > 0:
             mark = time.monotonic()
-            path = shrink_to_file(seed, doc, found[0], args.out, seconds=budget, twin_at=twin)
+            path = shrink_to_file(seed, generate(seed), found[0], args.out, seconds=budget, twin_at=twin_point(seed))
             shrinking += time.monotonic() - mark
             where = f"shrunk to {path}"
         else:
@@ -97,7 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     checking = max(elapsed - shrinking, 1e-9)
     for kind, count in kinds.most_common():
         print(f"  {count} x {kind}")
-    print(f"{elapsed:.1f} s in all, {shrinking:.1f} s of it shrinking")
+    print(f"checker misjudgements (argued): {sum(argued.values())} lines on {argued_seeds} seeds")
+    for kind, count in argued.most_common():
+        print(f"  {count} x {kind}")
+    print(f"{elapsed:.1f} s in all, {shrinking:.1f} s of it shrinking, {args.jobs} worker process(es)")
     print(f"seeds run: {args.seeds}, failures: {sum(kinds.values())}, seeds/s: {args.seeds / checking:.1f}")
     return 1 if kinds else 0
 
