@@ -8,17 +8,26 @@ from rollout_common.commands import Notice
 from rollout_common.events import InventoryChange
 from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_planner.engine.lifecycle import revisit_stuck
-from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState, PartitionRec, StageRec, put, put_count
+from rollout_planner.engine.model import (
+    NO_FLAGS,
+    TRACK_INDEXES,
+    ClusterRec,
+    EngineState,
+    PartitionRec,
+    StageRec,
+    put,
+    put_count,
+)
 from rollout_planner.engine.partitioning import assign_stages, plan_partitions
 from rollout_planner.engine.tally import attach, detach, recount_departed
 from rollout_planner.engine.targets import retarget
 
 
 def build_fleet(state: EngineState, clusters: Iterable[Cluster]) -> None:
-    specs = list(clusters)
-    for spec in specs:
-        state.clusters[spec.name] = ClusterRec(spec)
-    membership = assign_stages(state.sequence, specs, state.groups.values())
+    # one inventory model at a time: only the compact record stays (the models may be a generator)
+    for spec in clusters:
+        state.clusters[spec.name] = state.record(spec)
+    membership = assign_stages(state.sequence, state.clusters.values(), state.groups.values())
     for name, stages in membership.conflicts.items():
         state.emit(
             Notice(
@@ -44,8 +53,8 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
             if name not in keep:
                 _drop_targets(stage, cluster)
             cluster.stage = cluster.partition = None
-            cluster.queued = [False, False]
-    plan = plan_partitions(stage.spec, [state.clusters[n].spec for n in names], state.groups.values())
+            cluster.queued = NO_FLAGS
+    plan = plan_partitions(stage.spec, [state.clusters[n] for n in names], state.groups.values())
     stage.partitions = []
     for index, part in enumerate(plan.partitions):
         record = PartitionRec(
@@ -78,8 +87,8 @@ def _drop_targets(stage: StageRec, cluster: ClusterRec) -> None:
         run = stage.runs[track].get(cluster.target_run[track] or "")
         if run is not None:
             run.remaining -= 1
-        cluster.target[track] = None
-        cluster.target_run[track] = None
+        cluster.target = put(cluster.target, track, None)
+        cluster.target_run = put(cluster.target_run, track, None)
         cluster.retries = put_count(cluster.retries, track, 0)
         cluster.waiting_until = put(cluster.waiting_until, track, None)
 
@@ -173,7 +182,7 @@ def _apply_group(state: EngineState, action: str, group: ClusterGroup) -> None:
     else:
         state.groups[group.name] = group
     before = {name: record.stage for name, record in state.clusters.items()}
-    membership = assign_stages(state.sequence, [c.spec for c in state.clusters.values()], state.groups.values())
+    membership = assign_stages(state.sequence, state.clusters.values(), state.groups.values())
     # Stages first let go of the clusters that leave them, so the stage a cluster joins never counts
     # it while another still does (as a single cluster's move does in `apply_inventory`).
     for stage in state.stages:
@@ -208,12 +217,12 @@ def _stage_names(state: EngineState, index: int) -> list[str]:
 
 def _upsert(state: EngineState, spec: Cluster, old: ClusterRec | None) -> ClusterRec:
     if old is None:
-        record = ClusterRec(spec)
+        record = state.record(spec)
         state.clusters[spec.name] = record
         return record
-    old.spec = spec
+    old.profile = state.profile(spec)
     for track, reported in ((0, spec.control_plane), (1, spec.nodes)):
         # the inventory may report an upgrade made outside the rollout; never move backwards
         if old.running[track] is None and reported > old.versions[track]:
-            old.versions[track] = reported
+            old.versions = put(old.versions, track, reported)
     return old

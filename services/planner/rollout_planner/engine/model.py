@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -18,27 +19,96 @@ TRACK_INDEXES = (CP, NODES)
 MAX_UPGRADE_TIME = 30 * 86400.0
 
 
-NO_PAIR: tuple[None, None] = (None, None)
-NO_RETRIES = (0, 0)
-NOT_DONE_BY: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
-
 T = TypeVar("T")
 
 
-def put(pair: tuple[T, T], track: int, value: T) -> tuple[T, T]:
-    """The pair with one track's value replaced (the shared empty pair when both are None)."""
-    out = (value, pair[1]) if track == 0 else (pair[0], value)
-    return NO_PAIR if out == NO_PAIR else out
+def put(old: tuple[T, T], track: int, value: T) -> tuple[T, T]:
+    """The pair with one track's value replaced: a shared pair (`pair`), so equal pairs are one object."""
+    return pair(value, old[1]) if track == 0 else pair(old[0], value)
 
 
-def put_count(pair: tuple[int, int], track: int, value: int) -> tuple[int, int]:
-    """A per-track count pair with one track's value replaced (the shared zero pair when both are 0)."""
-    out = (value, pair[1]) if track == 0 else (pair[0], value)
-    return NO_RETRIES if out == NO_RETRIES else out
+def put_count(old: tuple[int, int], track: int, value: int) -> tuple[int, int]:
+    """A per-track count pair with one track's value replaced (shared, as `put`)."""
+    return put(old, track, value)
+
+
+class ClusterProfile:
+    """What the engine reads of a cluster's inventory record besides its name and versions.
+
+    Clusters with the same labels, channel, groups, windows and API usage share one profile (a fleet
+    has few), so the state keeps no inventory model per cluster and selectors are evaluated once per
+    profile. Read-only once made: an inventory change gives the cluster another profile.
+    """
+
+    __slots__ = (
+        "channel",
+        "deprecated_api_usage",
+        "exclusions",
+        "group",
+        "group_labels",
+        "labels",
+        "maintenance_window",
+    )
+
+    def __init__(self, spec: Cluster) -> None:
+        self.labels: Mapping[str, str] = spec.labels
+        self.channel = spec.channel
+        self.group = spec.group
+        self.group_labels: Mapping[str, str] = spec.group_labels
+        self.maintenance_window = spec.maintenance_window
+        self.exclusions = spec.exclusions
+        self.deprecated_api_usage = spec.deprecated_api_usage
+
+
+def profile_key(spec: Cluster) -> Hashable:
+    """Equal for clusters that differ only in name and versions."""
+    key = (
+        tuple(spec.labels.items()),
+        spec.channel,
+        spec.group,
+        tuple(spec.group_labels.items()),
+        spec.maintenance_window,
+        spec.exclusions,
+        spec.deprecated_api_usage,
+    )
+    try:
+        hash(key)
+    except TypeError:  # a window model that cannot be hashed: a profile of its own
+        return ("unshared", spec.name)
+    return key
+
+
+_PAIRS: dict[tuple[object, object], tuple[object, object]] = {}
+
+
+def pair(first: T, second: T) -> tuple[T, T]:
+    """One shared tuple per distinct pair: a million clusters on two versions hold two pair objects.
+
+    A cache of immutable values, like string interning: it changes no result."""
+    key = (first, second)
+    found = _PAIRS.get(key)
+    if found is None:
+        if len(_PAIRS) < 100_000:  # distinct pairs are few; never let odd inputs grow it unbounded
+            _PAIRS[key] = key
+        return key
+    if type(found[0]) is not type(first) or type(found[1]) is not type(second):
+        return key  # equal but not the same kind of value (True and 1): never swapped for each other
+    return found  # type: ignore[return-value]
+
+
+NO_PAIR: tuple[None, None] = pair(None, None)
+NO_RETRIES: tuple[int, int] = pair(0, 0)
+NO_FLAGS: tuple[bool, bool] = pair(False, False)
+# every pair of flags, each the shared one
+FLAGS: dict[tuple[bool, bool], tuple[bool, bool]] = {
+    pair(a, b): pair(a, b) for a in (False, True) for b in (False, True)
+}
+NOT_DONE_BY: tuple[frozenset[str], frozenset[str]] = pair(frozenset(), frozenset())
 
 
 class ClusterRec:
-    """What the planner knows of one cluster; per-track fields are 2-lists indexed by CP / NODES."""
+    """What the planner knows of one cluster; per-track fields are shared 2-tuples indexed by CP / NODES,
+    replaced whole (`put`), never mutated."""
 
     __slots__ = (
         "available",
@@ -51,12 +121,12 @@ class ClusterRec:
         "observed_at",
         "origin",
         "partition",
+        "profile",
         "queued",
         "ready",
         "retries",
         "running",
         "running_cmd",
-        "spec",
         "stage",
         "target",
         "target_run",
@@ -64,26 +134,26 @@ class ClusterRec:
         "waiting_until",
     )
 
-    def __init__(self, spec: Cluster) -> None:
-        self.name = spec.name
-        self.spec = spec
+    def __init__(self, name: str, profile: ClusterProfile, versions: tuple[Version, Version]) -> None:
+        self.name = name
+        self.profile = profile
         self.stage: int | None = None
         self.partition: int | None = None
-        self.versions: list[Version] = [spec.control_plane, spec.nodes]
+        self.versions = versions
         self.ready = True
-        self.running: list[Version | None] = [None, None]
-        # rarely written per-track fields share one immutable pair until written: a fleet of a
-        # million clusters then carries no per-cluster copies of "nothing yet"
+        # fields at their usual value share one immutable pair until written: a fleet of a million
+        # clusters then carries no per-cluster copies of "nothing yet"
+        self.running: tuple[Version | None, Version | None] = NO_PAIR
         self.running_cmd: tuple[str | None, str | None] = NO_PAIR
         self.awaiting_ready = False
         self.failed: tuple[str | None, str | None] = NO_PAIR
-        self.target: list[Version | None] = [None, None]
-        self.target_run: list[str | None] = [None, None]
+        self.target: tuple[Version | None, Version | None] = NO_PAIR
+        self.target_run: tuple[str | None, str | None] = NO_PAIR
         self.done_by: tuple[frozenset[str], frozenset[str]] = NOT_DONE_BY
-        self.queued: list[bool] = [False, False]
+        self.queued: tuple[bool, bool] = NO_FLAGS
         self.waiting_until: tuple[float | None, float | None] = NO_PAIR
         self.available = True
-        self.not_done = [False, False]
+        self.not_done: tuple[bool, bool] = NO_FLAGS
         # per track: (stage, partition index) that handed out the upgrade in flight; it keeps the
         # slot there until the result, wherever the cluster belongs meanwhile (SEQ-6a, GATE-1)
         self.origin: tuple[tuple[int, int] | None, tuple[int, int] | None] = NO_PAIR
@@ -91,12 +161,34 @@ class ClusterRec:
         self.observed_at: float | None = None  # BUS-7: newest readiness observation applied
         self.finished_at: float | None = None  # BUS-7: when the last upgrade result says it finished
 
+    # what stage and partition selectors read (partitioning.Member)
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return self.profile.labels
+
+    @property
+    def channel(self) -> str:
+        return self.profile.channel
+
+    @property
+    def group(self) -> str | None:
+        return self.profile.group
+
+    @property
+    def group_labels(self) -> Mapping[str, str]:
+        return self.profile.group_labels
+
     @property
     def busy(self) -> bool:
-        return self.running[CP] is not None or self.running[NODES] is not None
+        return self.running is not NO_PAIR and (self.running[CP] is not None or self.running[NODES] is not None)
 
     def compute_available(self) -> bool:
-        return self.ready and not self.busy and not self.awaiting_ready and self.failed is NO_PAIR
+        return (
+            self.ready
+            and not self.awaiting_ready
+            and self.failed is NO_PAIR
+            and (self.running is NO_PAIR or (self.running[CP] is None and self.running[NODES] is None))
+        )
 
 
 class PartitionRec:
@@ -293,6 +385,8 @@ class EngineState:
         self.stages = [StageRec(index=i, spec=s) for i, s in enumerate(sequence.stages)]
         self.stage_by_name = {s.spec.name: s for s in self.stages}
         self.clusters: dict[str, ClusterRec] = {}
+        # the shared profiles of the clusters (ClusterProfile), by what they hold: rebuilt on load
+        self.profiles: dict[Hashable, ClusterProfile] = {}
         # cluster groups of the inventory (Fleet's ClusterGroup): stages and partitions select by them
         self.groups: dict[str, ClusterGroup] = {}
         # removed from the inventory while upgrading: kept until the result comes (SEQ-6a)
@@ -312,6 +406,17 @@ class EngineState:
         self.requested_wake: float | None = None
         # clusters the current dispatch pass found outside their window: (opens at, name), for WIN-4
         self.window_blocked: list[tuple[float, str]] = []
+
+    def profile(self, spec: Cluster) -> ClusterProfile:
+        key = profile_key(spec)
+        found = self.profiles.get(key)
+        if found is None:
+            found = self.profiles[key] = ClusterProfile(spec)
+        return found
+
+    def record(self, spec: Cluster) -> ClusterRec:
+        """A new cluster record from an inventory model; the model itself is not kept."""
+        return ClusterRec(spec.name, self.profile(spec), pair(spec.control_plane, spec.nodes))
 
     def add_run_timer(self, at: float, kind: str, *, stage: int, track: int, rollout_id: str) -> None:
         heapq.heappush(self.timers, Timer(at, (stage, track), kind, track, rollout_id, stage))

@@ -42,8 +42,8 @@ def _retarget_track(state: EngineState, cluster: ClusterRec, track: int) -> None
     if cluster.target[track] is not None:
         # a wait for a window was for the old target's kind of upgrade
         cluster.waiting_until = put(cluster.waiting_until, track, None)
-    cluster.target[track] = new_version
-    cluster.target_run[track] = new_run
+    cluster.target = put(cluster.target, track, new_version)
+    cluster.target_run = put(cluster.target_run, track, new_run)
     set_queued(state, cluster, track, False)
     if new_run is not None and new_version is not None:
         run = stage.runs[track].get(new_run)
@@ -57,7 +57,7 @@ def enqueue(state: EngineState, cluster: ClusterRec, track: int) -> None:
     version = cluster.target[track]
     if version is None or cluster.queued[track] or cluster.running[track] is not None:
         return
-    if cluster.failed[track] is not None or cluster.spec.deprecated_api_usage:
+    if cluster.failed[track] is not None or cluster.profile.deprecated_api_usage:
         return
     if track == NODES and cluster.versions[CP] < version:
         return  # SOAK-1: queued when the control plane gets there
