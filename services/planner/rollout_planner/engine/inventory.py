@@ -10,6 +10,7 @@ from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_planner.engine.lifecycle import revisit_stuck
 from rollout_planner.engine.model import (
     NO_FLAGS,
+    NO_PAIR,
     TRACK_INDEXES,
     ClusterRec,
     EngineState,
@@ -20,7 +21,7 @@ from rollout_planner.engine.model import (
 )
 from rollout_planner.engine.partitioning import assign_stages, plan_partitions
 from rollout_planner.engine.tally import attach, detach, recount_departed
-from rollout_planner.engine.targets import retarget
+from rollout_planner.engine.targets import retarget, retarget_members
 
 
 def build_fleet(state: EngineState, clusters: Iterable[Cluster]) -> None:
@@ -68,10 +69,18 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
     stage.no_partition = plan.no_partition
     for name in stage.no_partition:
         state.clusters[name].stage = stage.index
+    # without an offer on either track, a cluster without a target keeps none: no retarget needed
+    # (attaching one cluster and retargeting another touch nothing of each other: two passes)
+    clusters = state.clusters
     for name in stage.members:
-        cluster = state.clusters[name]
-        attach(state, cluster)
-        retarget(state, cluster)
+        attach(state, clusters[name])
+    if any(stage.offers(track) for track in TRACK_INDEXES):
+        retarget_members(state, stage, stage.members)
+    else:
+        for name in stage.members:
+            cluster = clusters[name]
+            if cluster.target is not NO_PAIR:
+                retarget(state, cluster)
     recount_departed(state, stage)
     for track in TRACK_INDEXES:
         revisit_stuck(state, stage, track)

@@ -62,19 +62,21 @@ class ClusterProfile:
 
 def profile_key(spec: Cluster) -> Hashable:
     """Equal for clusters that differ only in name and versions."""
+    window, exclusions = spec.maintenance_window, spec.exclusions
     key = (
         tuple(spec.labels.items()),
         spec.channel,
         spec.group,
-        tuple(spec.group_labels.items()),
-        spec.maintenance_window,
-        spec.exclusions,
+        tuple(spec.group_labels.items()) if spec.group_labels else (),
+        window,
+        exclusions,
         spec.deprecated_api_usage,
     )
-    try:
-        hash(key)
-    except TypeError:  # a window model that cannot be hashed: a profile of its own
-        return ("unshared", spec.name)
+    if window is not None or exclusions:
+        try:
+            hash(key)
+        except TypeError:  # a window model that cannot be hashed: a profile of its own
+            return ("unshared", spec.name)
     return key
 
 
