@@ -28,7 +28,7 @@ def build_fleet(state: EngineState, clusters: Iterable[Cluster]) -> None:
     # one inventory model at a time: only the compact record stays (the models may be a generator)
     for spec in clusters:
         state.clusters[spec.name] = state.record(spec)
-    membership = assign_stages(state.sequence, state.clusters.values(), state.groups.values())
+    membership = assign_stages(state.sequence, list(state.clusters.values()), state.groups.values())
     for name, stages in membership.conflicts.items():
         state.emit(
             Notice(
@@ -37,11 +37,10 @@ def build_fleet(state: EngineState, clusters: Iterable[Cluster]) -> None:
                 message=f"cluster {name} matches stages {', '.join(stages)}; it joins none (SEQ-2)",
             )
         )
-    grouped: dict[int, list[str]] = {}
-    for name, index in membership.stage_of.items():
-        grouped.setdefault(index, []).append(name)
+    stage_of = membership.stage_of
     for stage in state.stages:
-        rebuild_stage(state, stage, grouped.get(stage.index, []))
+        index = stage.index
+        rebuild_stage(state, stage, [name for name, i in stage_of.items() if i == index])
 
 
 def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None:
@@ -55,25 +54,34 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
                 _drop_targets(stage, cluster)
             cluster.stage = cluster.partition = None
             cluster.queued = NO_FLAGS
-    plan = plan_partitions(stage.spec, [state.clusters[n] for n in names], state.groups.values())
+    clusters = state.clusters
+    stage_index = stage.index
+    plan = plan_partitions(stage.spec, [clusters[n] for n in names], state.groups.values())
     stage.partitions = []
     for index, part in enumerate(plan.partitions):
         record = PartitionRec(
             index=index, name=part.name, members=list(part.clusters), max_unavailable=part.max_unavailable
         )
         stage.partitions.append(record)
+        # the partition's members are the stage's members: each is placed and counted here (attach
+        # touches nothing of the others, so counting them partition by partition is the same)
         for name in part.clusters:
-            cluster = state.clusters[name]
-            cluster.stage, cluster.partition = stage.index, index
+            cluster = clusters[name]
+            cluster.stage, cluster.partition = stage_index, index
+            # a cluster with nothing to count (the usual one) is counted by attach as nothing
+            if (
+                cluster.target is not NO_PAIR
+                or not cluster.available
+                or cluster.not_done is not NO_FLAGS
+                or not cluster.compute_available()
+            ):
+                attach(state, cluster)
     stage.members = plan.members
     stage.no_partition = plan.no_partition
     for name in stage.no_partition:
         state.clusters[name].stage = stage.index
     # without an offer on either track, a cluster without a target keeps none: no retarget needed
-    # (attaching one cluster and retargeting another touch nothing of each other: two passes)
-    clusters = state.clusters
-    for name in stage.members:
-        attach(state, clusters[name])
+    # (retargeting one cluster touches nothing another's attach reads: a pass of its own)
     if any(stage.offers(track) for track in TRACK_INDEXES):
         retarget_members(state, stage, stage.members)
     else:
@@ -191,7 +199,7 @@ def _apply_group(state: EngineState, action: str, group: ClusterGroup) -> None:
     else:
         state.groups[group.name] = group
     before = {name: record.stage for name, record in state.clusters.items()}
-    membership = assign_stages(state.sequence, state.clusters.values(), state.groups.values())
+    membership = assign_stages(state.sequence, list(state.clusters.values()), state.groups.values())
     # Stages first let go of the clusters that leave them, so the stage a cluster joins never counts
     # it while another still does (as a single cluster's move does in `apply_inventory`).
     for stage in state.stages:

@@ -106,6 +106,7 @@ FLAGS: dict[tuple[bool, bool], tuple[bool, bool]] = {
     pair(a, b): pair(a, b) for a in (False, True) for b in (False, True)
 }
 NOT_DONE_BY: tuple[frozenset[str], frozenset[str]] = pair(frozenset(), frozenset())
+NO_VERSIONS: tuple[Version, Version] = pair(Version((0, 0, 0, 0), "0.0.0"), Version((0, 0, 0, 0), "0.0.0"))
 
 
 class ClusterRec:
@@ -389,6 +390,8 @@ class EngineState:
         self.clusters: dict[str, ClusterRec] = {}
         # the shared profiles of the clusters (ClusterProfile), by what they hold: rebuilt on load
         self.profiles: dict[Hashable, ClusterProfile] = {}
+        self._last_profile: ClusterProfile | None = None
+        self._last_versions: tuple[object, tuple[Version, Version]] = ((), NO_VERSIONS)
         # cluster groups of the inventory (Fleet's ClusterGroup): stages and partitions select by them
         self.groups: dict[str, ClusterGroup] = {}
         # removed from the inventory while upgrading: kept until the result comes (SEQ-6a)
@@ -410,15 +413,31 @@ class EngineState:
         self.window_blocked: list[tuple[float, str]] = []
 
     def profile(self, spec: Cluster) -> ClusterProfile:
+        last = self._last_profile
+        if (
+            last is not None
+            and spec.labels == last.labels
+            and spec.channel == last.channel
+            and spec.group == last.group
+            and spec.group_labels == last.group_labels
+            and spec.maintenance_window is last.maintenance_window
+            and spec.exclusions is last.exclusions
+            and spec.deprecated_api_usage == last.deprecated_api_usage
+        ):
+            return last  # an inventory lists alike clusters together: no key to build
         key = profile_key(spec)
         found = self.profiles.get(key)
         if found is None:
             found = self.profiles[key] = ClusterProfile(spec)
+        self._last_profile = found
         return found
 
     def record(self, spec: Cluster) -> ClusterRec:
         """A new cluster record from an inventory model; the model itself is not kept."""
-        return ClusterRec(spec.name, self.profile(spec), pair(spec.control_plane, spec.nodes))
+        reported = (spec.version, spec.node_version, spec.node_pools)
+        if reported != self._last_versions[0]:
+            self._last_versions = (reported, pair(spec.control_plane, spec.nodes))
+        return ClusterRec(spec.name, self.profile(spec), self._last_versions[1])
 
     def add_run_timer(self, at: float, kind: str, *, stage: int, track: int, rollout_id: str) -> None:
         heapq.heappush(self.timers, Timer(at, (stage, track), kind, track, rollout_id, stage))

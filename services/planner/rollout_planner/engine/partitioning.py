@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Protocol
 
 from rollout_common.fleet import ClusterGroup, groups_of
 from rollout_common.quantity import resolve
 from rollout_common.sequence import PartitionSpec, RolloutStrategy, Sequence, Stage
-from rollout_planner.engine.model import ClusterRec
+from rollout_planner.engine.model import ClusterProfile, ClusterRec
 
 
 class Member(Protocol):
@@ -71,6 +72,8 @@ def assign_stages(sequence: Sequence, clusters: Iterable[Member], groups: Iterab
     conflicts: dict[str, list[str]] = {}
     unmatched: list[str] = []
     by_name = [i for i, s in enumerate(sequence.stages) if s.cluster_names is not None]
+    if not by_name and isinstance(clusters, list) and all(isinstance(c, ClusterRec) for c in clusters[:1]):
+        return _assign_records(sequence, clusters, groups)
     seen: dict[object, list[int]] = {}
     for cluster in clusters:
         key = _shared(cluster)
@@ -97,21 +100,56 @@ def assign_stages(sequence: Sequence, clusters: Iterable[Member], groups: Iterab
     return Membership(stage_of, sorted(other_channel), conflicts, sorted(unmatched))
 
 
+def _assign_records(sequence: Sequence, records: list[ClusterRec], groups: tuple[ClusterGroup, ...]) -> Membership:
+    """assign_stages for records when no stage selects by name: decided once per profile, then
+    spread over the clusters with comprehensions (a million clusters share a handful of profiles)."""
+    stage_at: dict[ClusterProfile, int] = {}
+    other: set[ClusterProfile] = set()
+    conflicting: dict[ClusterProfile, list[str]] = {}
+    none: set[ClusterProfile] = set()
+    # the first record of each profile stands for all of its profile
+    samples = {r.profile: r for r in reversed(records)}
+    for profile in dict.fromkeys(map(_profile_of, records)):
+        sample = samples[profile]
+        in_groups = groups_of(sample, groups)
+        matching = [i for i, s in enumerate(sequence.stages) if _selects(s, sample, in_groups)]
+        if profile.channel != sequence.channel:
+            if matching:
+                other.add(profile)
+        elif len(matching) > 1:
+            conflicting[profile] = [sequence.stages[i].name for i in matching]
+        elif matching:
+            stage_at[profile] = matching[0]
+        else:
+            none.add(profile)
+    found = stage_at.get
+    stage_of = {r.name: index for r in records if (index := found(r.profile)) is not None}
+    return Membership(
+        stage_of,
+        sorted(r.name for r in records if r.profile in other) if other else [],
+        {r.name: list(conflicting[r.profile]) for r in records if r.profile in conflicting} if conflicting else {},
+        sorted(r.name for r in records if r.profile in none) if none else [],
+    )
+
+
+_profile_of = attrgetter("profile")
+_name_of = attrgetter("name")
+
+
 def _selects(stage: Stage, cluster: Member, groups: Mapping[str, Mapping[str, str]]) -> bool:
     return stage.selects(name=cluster.name, labels=cluster.labels, groups=groups)
 
 
 def plan_partitions(stage: Stage, members: Collection[Member], groups: Iterable[ClusterGroup] = ()) -> StagePlan:
     """Partitions over every member, ordered by name (PART-4); manual ones in listed order (PART-2)."""
-    names = sorted(c.name for c in members)
-    if len(set(names)) == len(names):
-        by_name = {c.name: c for c in members}
-        ordered = [by_name[n] for n in names]
-    else:  # the same name twice (never in a planner's state): the order of the given records decides
-        ordered = sorted(members, key=lambda c: c.name)
-        names = [c.name for c in ordered]
+    names = sorted(map(_name_of, members))
     strategy = stage.rollout_strategy
     if strategy.partitions:
+        if len(set(names)) == len(names):
+            by_name = {c.name: c for c in members}
+            ordered = [by_name[n] for n in names]
+        else:  # the same name twice (never in a planner's state): the order of the given records decides
+            ordered = sorted(members, key=lambda c: c.name)
         return _manual(stage.name, strategy, ordered, tuple(groups))
     return StagePlan(stage.name, names, _automatic(strategy, names), warnings=_warnings(stage.name, strategy))
 

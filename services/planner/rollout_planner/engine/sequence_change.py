@@ -83,7 +83,7 @@ def _replace(state: EngineState, new: Sequence) -> None:
     state.stage_by_name = {s.spec.name: s for s in stages}
     _remap_timers(state, moved)
     _reset_clusters(state, moved)
-    membership = assign_stages(new, state.clusters.values())
+    membership = assign_stages(new, list(state.clusters.values()))
     for name, conflict in membership.conflicts.items():
         state.emit(
             Notice(

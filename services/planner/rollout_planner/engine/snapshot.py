@@ -8,6 +8,7 @@ planner runs, so a snapshot cannot disagree with itself.
 from __future__ import annotations
 
 import json
+from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
@@ -17,6 +18,7 @@ from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_common.sequence import Sequence
 from rollout_common.status import RolloutState, StageState
 from rollout_common.version import Version, parse_minor, parse_version
+from rollout_planner.engine.collections_paused import collections_paused
 from rollout_planner.engine.inventory import rebuild_stage
 from rollout_planner.engine.model import (
     NO_PAIR,
@@ -50,12 +52,12 @@ _FACTS = (
     "waiting_until",
     "origin",
     "retries",
-    "observed_at",
-    "finished_at",
 )
 _facts_of = attrgetter(*_FACTS)
 _versions_of = attrgetter("versions")
 _profile_of = attrgetter("profile")
+_observed_of = attrgetter("observed_at")
+_finished_of = attrgetter("finished_at")
 _name_of = attrgetter("name")
 
 
@@ -67,7 +69,26 @@ def _pv(text: str | None) -> Version | None:
     return None if text is None else parse_version(text)
 
 
+# a first line any tool can read (`head -1`): the format, before the MessagePack document
+MAGIC = b"rollout-snapshot "
+
+
 def dump(state: EngineState) -> bytes:
+    return MAGIC + str(FORMAT_VERSION).encode() + b"\n" + msgspec.msgpack.encode(document(state))
+
+
+def stored_format(data: bytes) -> object:
+    """The format a stored snapshot names: its first line since format 4, its JSON field before."""
+    if data.startswith(MAGIC):
+        number = data[len(MAGIC) : data.find(b"\n")]
+        return int(number) if number.isdigit() else number.decode(errors="replace")
+    if data[:1] == b"{":
+        return json.loads(data).get("format")
+    return None
+
+
+def document(state: EngineState) -> dict[str, Any]:
+    """What a snapshot holds, before encoding (the benchmark compares encoders on it)."""
     profiles: dict[int, int] = {}
     table: list[dict[str, Any]] = []
     doc = {
@@ -87,7 +108,7 @@ def dump(state: EngineState) -> bytes:
         "stages": [_stage(s) for s in state.stages],
         "profiles": table,
     }
-    return msgspec.msgpack.encode(doc)
+    return doc
 
 
 def _rollout(r: RolloutRec) -> dict[str, Any]:
@@ -112,20 +133,24 @@ def _clusters(records: list[ClusterRec], profiles: dict[int, int], table: list[d
         if id(profile) not in profiles:
             profiles[id(profile)] = len(table)
             table.append(_profile(profile))
-    # version pairs are shared objects (model.pair): one entry per distinct object
+    # version pairs and fact values are shared objects (model.pair, bools, None): their identities
+    # stand for their values, and every pass below runs in C (map, zip, dict)
     pairs = list(map(id, map(_versions_of, records)))
-    pair_index = {key: i for i, key in enumerate(dict.fromkeys(pairs))}
-    by_id = dict(zip(pairs, map(_versions_of, records), strict=True))
-    facts = list(map(_facts_of, records))
-    fact_index = {key: i for i, key in enumerate(dict.fromkeys(facts))}
+    pair_of = dict(zip(pairs, map(_versions_of, records), strict=True))
+    pair_index = {key: i for i, key in enumerate(pair_of)}
+    facts = list(map(tuple, map(map, repeat(id), map(_facts_of, records))))
+    fact_of = dict(zip(facts, map(_facts_of, records), strict=True))
+    fact_index = {key: i for i, key in enumerate(fact_of)}
     kept = [(i, _kept_targets(c)) for i, c in enumerate(records) if c.running is not NO_PAIR or c.failed is not NO_PAIR]
     return {
         "names": list(map(_name_of, records)),
-        "profile": [profiles[key] for key in map(id, map(_profile_of, records))],
-        "versionPairs": [[v.text for v in by_id[key]] for key in pair_index],
+        "profile": list(map(profiles.__getitem__, map(id, map(_profile_of, records)))),
+        "versionPairs": [[v.text for v in versions] for versions in pair_of.values()],
         "versions": list(map(pair_index.__getitem__, pairs)),
-        "factRows": [_facts(row) for row in fact_index],
+        "factRows": [_facts(row) for row in fact_of.values()],
         "facts": list(map(fact_index.__getitem__, facts)),
+        "observedAt": list(map(_observed_of, records)),
+        "finishedAt": list(map(_finished_of, records)),
         # a running or failed upgrade's target is a decision already made: kept, not recomputed
         "keptTargets": [[i, targets] for i, targets in kept if targets != [None, None]],
     }
@@ -146,7 +171,7 @@ def _profile(p: ClusterProfile) -> dict[str, Any]:
 
 
 def _facts(row: tuple[Any, ...]) -> list[Any]:
-    ready, running, running_cmd, awaiting, failed, done_by, waiting, origin, retries, observed, finished = row
+    ready, running, running_cmd, awaiting, failed, done_by, waiting, origin, retries = row
     return [
         ready,
         [_v(v) for v in running],
@@ -157,8 +182,6 @@ def _facts(row: tuple[Any, ...]) -> list[Any]:
         list(waiting),
         [None if o is None else list(o) for o in origin],
         list(retries),
-        observed,
-        finished,
     ]
 
 
@@ -215,16 +238,18 @@ def _run(r: Run) -> dict[str, Any]:
 
 
 def load(data: bytes) -> EngineState:
-    if data[:1] == b"{":  # formats 1-3 were JSON: refused with the format they name
-        found = json.loads(data).get("format")
+    with collections_paused():
+        return _load(data)
+
+
+def _load(data: bytes) -> EngineState:
+    found = stored_format(data)  # formats 1-3 were JSON: refused with the format they name
+    if found != FORMAT_VERSION:
         raise ValueError(f"snapshot format {found!r} is not {FORMAT_VERSION}")
     try:
-        doc = msgspec.msgpack.decode(data)
+        doc = msgspec.msgpack.decode(data[data.find(b"\n") + 1 :])
     except msgspec.DecodeError as exc:
         raise ValueError(f"the snapshot is not format {FORMAT_VERSION} (MessagePack): {exc}") from exc
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT_VERSION:
-        found = doc.get("format") if isinstance(doc, dict) else None
-        raise ValueError(f"snapshot format {found!r} is not {FORMAT_VERSION}")
     state = EngineState(sequence=Sequence.model_validate(doc["sequence"]))
     state.now = doc["now"]
     state.next_command = doc["nextCommand"]
@@ -306,7 +331,7 @@ def _load_profile(state: EngineState, raw: dict[str, Any]) -> ClusterProfile:
 
 
 def _load_facts(record: ClusterRec, raw: list[Any]) -> None:
-    ready, running, running_cmd, awaiting, failed, done_by, waiting, origin, retries, observed, finished = raw
+    ready, running, running_cmd, awaiting, failed, done_by, waiting, origin, retries = raw
     record.ready = ready
     record.running = pair(_pv(running[0]), _pv(running[1]))
     record.running_cmd = _pair(running_cmd)
@@ -316,8 +341,6 @@ def _load_facts(record: ClusterRec, raw: list[Any]) -> None:
     record.waiting_until = _pair(waiting)
     record.origin = pair(*(None if o is None else (o[0], o[1]) for o in origin))
     record.retries = _pair(retries)
-    record.observed_at = observed
-    record.finished_at = finished
 
 
 def _load_clusters(raw: dict[str, Any], profiles: list[ClusterProfile]) -> dict[str, ClusterRec]:
@@ -330,8 +353,12 @@ def _load_clusters(raw: dict[str, Any], profiles: list[ClusterProfile]) -> dict[
         _load_facts(template, facts)
         rows.append(_facts_of(template))
     out: dict[str, ClusterRec] = {}
-    for name, profile, versions, facts in zip(raw["names"], raw["profile"], raw["versions"], raw["facts"], strict=True):
+    columns = zip(
+        raw["names"], raw["profile"], raw["versions"], raw["facts"], raw["observedAt"], raw["finishedAt"], strict=True
+    )
+    for name, profile, versions, facts, observed, finished in columns:
         record = ClusterRec(name, profiles[profile], pairs[versions])
+        record.observed_at, record.finished_at = observed, finished
         (
             record.ready,
             record.running,
@@ -342,8 +369,6 @@ def _load_clusters(raw: dict[str, Any], profiles: list[ClusterProfile]) -> dict[
             record.waiting_until,
             record.origin,
             record.retries,
-            record.observed_at,
-            record.finished_at,
         ) = rows[facts]
         out[name] = record
     records = list(out.values())
