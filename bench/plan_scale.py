@@ -18,11 +18,13 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import subprocess
 import sys
 import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -36,6 +38,7 @@ LIMIT_PLAN_S = 10.0
 LIMIT_BYTES_PER_CLUSTER = 1024
 LIMIT_WRITE_S = 2.0
 LIMIT_AT = 1_000_000  # the size the limits are stated for
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -217,6 +220,32 @@ def page_lines(results: list[dict[str, Any]], *, load: str) -> list[str]:
     return lines
 
 
+def collect(sizes: list[int], *, isolate: bool, log: Any = sys.stderr) -> dict[str, Any]:
+    """Every size, each in a process of its own when `isolate` (clean RSS figures), and the load."""
+    results = []
+    load_before = _load_average()
+    for size in sizes:
+        print(f"plan and snapshot: {size} clusters ...", file=log, flush=True)
+        if isolate:
+            cmd = [sys.executable, "-m", "bench.plan_scale", "--clusters", str(size), "--json"]
+            done = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
+            results.append(json.loads(done.stdout))
+        else:
+            results.append(asdict(measure_plan(size)))
+    return {"results": results, "load": f"{load_before} before, {_load_average()} after"}
+
+
+def section(data: dict[str, Any]) -> list[str]:
+    return page_lines(data["results"], load=data["load"])
+
+
+def _load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clusters", type=int, required=True)
@@ -226,13 +255,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         json.dump(result, sys.stdout)
         return
-    with open("/proc/loadavg") as f:
-        load = " ".join(f.read().split()[:3])
-    print("\n".join(page_lines([result], load=load)))
+    print("\n".join(page_lines([result], load=_load_average())))
 
 
 if __name__ == "__main__":
     main()
 
 
-__all__ = ["PlanResult", "measure_plan", "page_lines"]
+__all__ = ["PlanResult", "collect", "measure_plan", "page_lines", "section"]

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import kafka_report
+from bench import kafka_report, plan_scale
 from bench.charts import save_chart
 from bench.engine_cost import measure_baseline, measure_engine
 from bench.kafka_report import KAFKA_FULL, KAFKA_QUICK
@@ -141,6 +141,7 @@ def collect(
         print(f"whole rollout: {clusters} clusters, {stages} stages ...", file=log, flush=True)
         rollouts.append(rollout_run(clusters, stages, plan))
     out: dict[str, Any] = {"engine": engine, "rollouts": rollouts}
+    out["plan_scale"] = plan_scale.collect(plan.engine_sizes, isolate=plan.isolate, log=log)
     if plan.window_clusters:
         print(f"windows from years back: {plan.window_clusters} clusters ...", file=log, flush=True)
         out["windows"] = windows_json(measure_windows(plan.window_clusters))
@@ -487,6 +488,7 @@ def page(data: dict[str, Any], images: list[str], quick: bool) -> str:
         *rollout_table(data["rollouts"]),
         "",
         *(window_lines(data["windows"]) if "windows" in data else []),
+        *([*plan_scale.section(data["plan_scale"]), ""] if "plan_scale" in data else []),
     ]
     if "kafka" in data:
         lines += kafka_report.page_lines(data["kafka"], images)

@@ -8,7 +8,6 @@ planner runs, so a snapshot cannot disagree with itself.
 from __future__ import annotations
 
 import json
-from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
@@ -133,21 +132,20 @@ def _clusters(records: list[ClusterRec], profiles: dict[int, int], table: list[d
         if id(profile) not in profiles:
             profiles[id(profile)] = len(table)
             table.append(_profile(profile))
-    # version pairs and fact values are shared objects (model.pair, bools, None): their identities
-    # stand for their values, and every pass below runs in C (map, zip, dict)
+    # version pairs are shared objects (model.pair): their identities stand for their values (a
+    # Version hashes in Python); every pass below runs in C (map, zip, dict)
     pairs = list(map(id, map(_versions_of, records)))
     pair_of = dict(zip(pairs, map(_versions_of, records), strict=True))
     pair_index = {key: i for i, key in enumerate(pair_of)}
-    facts = list(map(tuple, map(map, repeat(id), map(_facts_of, records))))
-    fact_of = dict(zip(facts, map(_facts_of, records), strict=True))
-    fact_index = {key: i for i, key in enumerate(fact_of)}
+    facts = list(map(_facts_of, records))  # hashed by value: pairs of None, str, int, frozenset
+    fact_index = {key: i for i, key in enumerate(dict.fromkeys(facts))}
     kept = [(i, _kept_targets(c)) for i, c in enumerate(records) if c.running is not NO_PAIR or c.failed is not NO_PAIR]
     return {
         "names": list(map(_name_of, records)),
         "profile": list(map(profiles.__getitem__, map(id, map(_profile_of, records)))),
         "versionPairs": [[v.text for v in versions] for versions in pair_of.values()],
         "versions": list(map(pair_index.__getitem__, pairs)),
-        "factRows": [_facts(row) for row in fact_of.values()],
+        "factRows": [_facts(row) for row in fact_index],
         "facts": list(map(fact_index.__getitem__, facts)),
         "observedAt": list(map(_observed_of, records)),
         "finishedAt": list(map(_finished_of, records)),
