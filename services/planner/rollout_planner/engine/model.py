@@ -81,6 +81,7 @@ def profile_key(spec: Cluster) -> Hashable:
 
 
 _PAIRS: dict[tuple[object, object], tuple[object, object]] = {}
+_TYPED_PAIRS: dict[tuple[object, ...], tuple[object, object]] = {}
 
 
 def pair(first: T, second: T) -> tuple[T, T]:
@@ -94,7 +95,11 @@ def pair(first: T, second: T) -> tuple[T, T]:
             _PAIRS[key] = key
         return key
     if type(found[0]) is not type(first) or type(found[1]) is not type(second):
-        return key  # equal but not the same kind of value (True and 1): never swapped for each other
+        # equal but not the same kind of value (False and 0): never swapped for each other
+        typed = (type(first), type(second), first, second)
+        found = _TYPED_PAIRS.get(typed)
+        if found is None:
+            found = _TYPED_PAIRS[typed] = key
     return found  # type: ignore[return-value]
 
 
@@ -107,6 +112,24 @@ FLAGS: dict[tuple[bool, bool], tuple[bool, bool]] = {
 }
 NOT_DONE_BY: tuple[frozenset[str], frozenset[str]] = pair(frozenset(), frozenset())
 NO_VERSIONS: tuple[Version, Version] = pair(Version((0, 0, 0, 0), "0.0.0"), Version((0, 0, 0, 0), "0.0.0"))
+
+
+_PAIR_FIELDS = frozenset(
+    (
+        "done_by",
+        "failed",
+        "not_done",
+        "origin",
+        "queued",
+        "retries",
+        "running",
+        "running_cmd",
+        "target",
+        "target_run",
+        "versions",
+        "waiting_until",
+    )
+)
 
 
 class ClusterRec:
@@ -163,6 +186,17 @@ class ClusterRec:
         self.retries: tuple[int, int] = NO_RETRIES  # OPS-4: retries of the current target, per track
         self.observed_at: float | None = None  # BUS-7: newest readiness observation applied
         self.finished_at: float | None = None  # BUS-7: when the last upgrade result says it finished
+
+    # A copy (pickle: the planner's trial decisions) would hold copies of the shared pairs, which
+    # identity checks (`is NO_PAIR`) would take for other values: a copy shares them again.
+    def __getstate__(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in ClusterRec.__slots__)
+
+    def __setstate__(self, state: tuple[object, ...]) -> None:
+        for name, value in zip(ClusterRec.__slots__, state, strict=True):
+            if name in _PAIR_FIELDS and isinstance(value, tuple):
+                value = pair(value[0], value[1])
+            setattr(self, name, value)
 
     # what stage and partition selectors read (partitioning.Member)
     @property

@@ -28,6 +28,7 @@ from rollout_planner.engine.model import (
     RolloutRec,
     Run,
     pair,
+    profile_key,
     put,
 )
 from rollout_planner.engine.tally import recount_departed
@@ -73,7 +74,9 @@ MAGIC = b"rollout-snapshot "
 
 
 def dump(state: EngineState) -> bytes:
-    return MAGIC + str(FORMAT_VERSION).encode() + b"\n" + msgspec.msgpack.encode(document(state))
+    # the columns' temporary tuples are all freed by reference counting: no collection needed
+    with collections_paused():
+        return MAGIC + str(FORMAT_VERSION).encode() + b"\n" + msgspec.msgpack.encode(document(state))
 
 
 def stored_format(data: bytes) -> object:
@@ -89,6 +92,7 @@ def stored_format(data: bytes) -> object:
 def document(state: EngineState) -> dict[str, Any]:
     """What a snapshot holds, before encoding (the benchmark compares encoders on it)."""
     profiles: dict[int, int] = {}
+    by_content: dict[str, int] = {}
     table: list[dict[str, Any]] = []
     doc = {
         "format": FORMAT_VERSION,
@@ -100,10 +104,10 @@ def document(state: EngineState) -> dict[str, Any]:
         "soakOverrides": [[s, v, d] for (s, v), d in state.soak_overrides.items()],
         "timers": [[t.at, t.kind, t.stage, t.track, t.ref] for t in state.timers],
         "rollouts": [_rollout(r) for r in state.rollouts.values()],
-        "clusters": _clusters(list(state.clusters.values()), profiles, table),
+        "clusters": _clusters(list(state.clusters.values()), profiles, table, by_content),
         "groups": [g.model_dump(mode="json", by_alias=True) for g in state.groups.values()],
-        "departed": _clusters(list(state.departed.values()), profiles, table),
-        "left": _clusters(list(state.left.values()), profiles, table),
+        "departed": _clusters(list(state.departed.values()), profiles, table, by_content),
+        "left": _clusters(list(state.left.values()), profiles, table, by_content),
         "stages": [_stage(s) for s in state.stages],
         "profiles": table,
     }
@@ -124,26 +128,39 @@ def _rollout(r: RolloutRec) -> dict[str, Any]:
     }
 
 
-def _clusters(records: list[ClusterRec], profiles: dict[int, int], table: list[dict[str, Any]]) -> dict[str, Any]:
+def _clusters(
+    records: list[ClusterRec],
+    profiles: dict[int, int],
+    table: list[dict[str, Any]],
+    profiles_by_content: dict[str, int],
+) -> dict[str, Any]:
     """Columns: names, then per cluster an index into the distinct profiles, version pairs and
     facts. The per-cluster passes run in C (attrgetter, map, dict): the columns of a million
     clusters take about a second where a JSON object per cluster took about a minute."""
     for profile in dict.fromkeys(map(_profile_of, records)):
         if id(profile) not in profiles:
-            profiles[id(profile)] = len(table)
-            table.append(_profile(profile))
+            # by content: equal profiles that are distinct objects are one entry (the same bytes
+            # whichever way the state was reached)
+            raw = _profile(profile)
+            key = json.dumps(raw, sort_keys=True)
+            if key not in profiles_by_content:
+                profiles_by_content[key] = len(table)
+                table.append(raw)
+            profiles[id(profile)] = profiles_by_content[key]
     # version pairs are shared objects (model.pair): their identities stand for their values (a
     # Version hashes in Python); every pass below runs in C (map, zip, dict)
     pairs = list(map(id, map(_versions_of, records)))
     pair_of = dict(zip(pairs, map(_versions_of, records), strict=True))
-    pair_index = {key: i for i, key in enumerate(pair_of)}
+    # equal pairs that are distinct objects (a copied state) are one entry: hashed by value once each
+    distinct: dict[tuple[Version, Version], int] = {}
+    pair_index = {key: distinct.setdefault(versions, len(distinct)) for key, versions in pair_of.items()}
     facts = list(map(_facts_of, records))  # hashed by value: pairs of None, str, int, frozenset
     fact_index = {key: i for i, key in enumerate(dict.fromkeys(facts))}
     kept = [(i, _kept_targets(c)) for i, c in enumerate(records) if c.running is not NO_PAIR or c.failed is not NO_PAIR]
     return {
         "names": list(map(_name_of, records)),
         "profile": list(map(profiles.__getitem__, map(id, map(_profile_of, records)))),
-        "versionPairs": [[v.text for v in versions] for versions in pair_of.values()],
+        "versionPairs": [[v.text for v in versions] for versions in distinct],
         "versions": list(map(pair_index.__getitem__, pairs)),
         "factRows": [_facts(row) for row in fact_index],
         "facts": list(map(fact_index.__getitem__, facts)),
@@ -325,7 +342,10 @@ def _load_profile(state: EngineState, raw: dict[str, Any]) -> ClusterProfile:
             "deprecatedApiUsage": raw["deprecatedApiUsage"],
         }
     )
-    return state.profile(spec)
+    key = profile_key(spec)
+    if key == ("unshared", spec.name):  # a window that cannot be hashed: never merged with another
+        return ClusterProfile(spec)
+    return state.profiles.setdefault(key, ClusterProfile(spec))
 
 
 def _load_facts(record: ClusterRec, raw: list[Any]) -> None:
