@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import kafka_report
+from bench import kafka_report, plan_scale
 from bench.charts import save_chart
 from bench.engine_cost import measure_baseline, measure_engine, measure_naive_memory
 from bench.kafka_report import KAFKA_FULL, KAFKA_QUICK
@@ -166,6 +166,7 @@ def collect(
         for clusters, stages in plan.window_rollouts:
             print(f"whole rollout with windows: {clusters} clusters, {stages} stages ...", file=log, flush=True)
             out["rollout_windows"].append(rollout_run(clusters, stages, plan, windows=True))
+    out["plan_scale"] = plan_scale.collect(plan.engine_sizes, isolate=plan.isolate, log=log)
     if plan.window_clusters:
         print(f"windows from years back: {plan.window_clusters} clusters ...", file=log, flush=True)
         out["windows"] = windows_json(measure_windows(plan.window_clusters))
@@ -621,6 +622,7 @@ def page(data: dict[str, Any], images: list[str], quick: bool) -> str:
         "",
         *(window_lines(data["windows"]) if "windows" in data else []),
         *(_fleet_windows(fleet_lines, data) if data.get("engine_windows") else []),
+        *([*plan_scale.section(data["plan_scale"]), ""] if "plan_scale" in data else []),
     ]
     if "kafka" in data:
         lines += kafka_report.page_lines(data["kafka"], images)

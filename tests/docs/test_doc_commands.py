@@ -347,9 +347,7 @@ def _compose(term: Terminal, shown: dict[str, str], compose: ComposeStandIn) -> 
 
 
 def _upgrade_and_backup(term: Terminal, shown: dict[str, str], compose: ComposeStandIn) -> None:
-    snapshot = "redis-cli -u redis://localhost:6379/0 GET rollout:planner/snapshot | "
-    snapshot += """python -c 'import json, sys; print(json.load(sys.stdin)["format"])'"""
-    term.run(shown[snapshot])
+    term.run(shown[_snapshot_format_line()])
     new_image = "python -c 'from rollout_planner.engine.snapshot import FORMAT_VERSION; print(FORMAT_VERSION)'"
     term.run(shown[f"docker run --rm rollout:NEW {new_image}"], ran=new_image)
     term.run(shown["redis-cli -u redis://localhost:6379/0 BGSAVE"])
@@ -616,8 +614,9 @@ def test_the_stored_snapshot_format_is_the_one_the_image_reads(walk: Terminal) -
 
 def _snapshot_format_line() -> str:
     return (
-        "redis-cli -u redis://localhost:6379/0 GET rollout:planner/snapshot | "
-        """python -c 'import json, sys; print(json.load(sys.stdin)["format"])'"""
+        "redis-cli -u redis://localhost:6379/0 GET rollout:planner/snapshot | head -1 | "
+        """python -c 'import json, sys; line = sys.stdin.readline(); """
+        """print(line.split()[1] if line.startswith("rollout-snapshot ") else json.loads(line)["format"])'"""
     )
 
 

@@ -186,7 +186,7 @@ def test_soak_4c_an_overtaken_rollout_withdraws_its_offers() -> None:
     out = d.finish(["a-1"], CP, at=10 * MIN, ready=True)
     # the cancelled rollout's 1.32 is no longer offered: the nodes follow the newer rollout
     assert advances(out) == [("a", "nodes", newer, ["a-1"])]
-    assert d.state.clusters["a-1"].target_run == [None, "main-2"]
+    assert d.state.clusters["a-1"].target_run == (None, "main-2")
 
 
 # BUS-7

@@ -37,7 +37,7 @@ async def test_bus_8_a_planner_whose_loop_is_busy_longer_than_the_ttl_keeps_its_
     try:
         assert await lease.wait_until_held(stopping=_never())
         lease.start_renewing()
-        time.sleep(TTL_S * 3)  # one long step holding the loop: nothing of the loop's runs
+        time.sleep(TTL_S * 3)  # noqa: ASYNC251 - on purpose: one long step holding the loop
         lease.check()  # still ours: the thread renewed it
         assert lease.state is LeaseState.ACTIVE
         assert await store.get(LEASE_KEY) == b"1/busy"
@@ -60,7 +60,7 @@ async def test_bus_8_a_loop_stalled_past_the_bound_lets_the_lease_expire(redis_u
     try:
         assert await lease.wait_until_held(stopping=_never())
         lease.start_renewing()
-        time.sleep(TTL_S * 3)  # a loop that hangs: the thread stops renewing after max_stall_s
+        time.sleep(TTL_S * 3)  # noqa: ASYNC251 - on purpose: a hung loop; the thread stops renewing
         with pytest.raises(LeaseLostError, match="not renewed within"):
             lease.check()
         assert await store.get(LEASE_KEY) is None  # expired in the store: a standby may take it

@@ -234,9 +234,20 @@ async def test_a_snapshot_of_another_format_is_one_clear_error(bus, store, clock
     await release(bus, P)
     await drain(planner)
     await planner.close()
-    snapshot = json.loads(await store.get(SNAPSHOT_KEY) or b"{}")
-    await store.put(SNAPSHOT_KEY, json.dumps(snapshot | {"format": 99}).encode())
+    snapshot = await store.get(SNAPSHOT_KEY) or b""
+    first = f"rollout-snapshot {engine_snapshot.FORMAT_VERSION}\n".encode()
+    assert snapshot.startswith(first)
+    await store.put(SNAPSHOT_KEY, b"rollout-snapshot 99\n" + snapshot[len(first) :])
     with pytest.raises(IncompatibleSnapshotError, match=f"snapshot format 99 is not {engine_snapshot.FORMAT_VERSION}"):
+        await make_planner(bus=bus, store=store, prefix=P, clock=clock).start()
+
+
+async def test_a_json_snapshot_of_format_3_is_refused_by_its_format(bus, store, clock) -> None:
+    """Snapshots before format 4 were JSON: a planner upgraded over one says which format it found."""
+    planner = await started(bus, store, clock)
+    await planner.close()
+    await store.put(SNAPSHOT_KEY, json.dumps({"format": 3, "clusters": []}).encode())
+    with pytest.raises(IncompatibleSnapshotError, match="snapshot format 3 is not 4"):
         await make_planner(bus=bus, store=store, prefix=P, clock=clock).start()
 
 

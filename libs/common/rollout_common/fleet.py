@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -81,14 +82,27 @@ class ClusterGroup(BaseModel):
     labels: LabelMap = Field(default_factory=dict)
     selector: LabelSelector | None = None
 
-    def contains(self, cluster: Cluster) -> bool:
+    def contains(self, cluster: Grouped) -> bool:
         return self.selector is not None and self.selector.matches(cluster.labels)
 
 
-def groups_of(cluster: Cluster, groups: Iterable[ClusterGroup]) -> dict[str, LabelMap]:
+class Grouped(Protocol):
+    """What group membership reads of a cluster: a Cluster, or a planner's compact record of one."""
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+
+    @property
+    def group(self) -> str | None: ...
+
+    @property
+    def group_labels(self) -> Mapping[str, str]: ...
+
+
+def groups_of(cluster: Grouped, groups: Iterable[ClusterGroup]) -> dict[str, Mapping[str, str]]:
     """The groups a cluster is in, each with its labels: inventory groups whose selector holds it,
     and the group named on the cluster itself (`group`, `groupLabels`)."""
-    found = {g.name: g.labels for g in groups if g.contains(cluster)}
+    found: dict[str, Mapping[str, str]] = {g.name: g.labels for g in groups if g.contains(cluster)}
     if cluster.group is not None:
         found[cluster.group] = {**found.get(cluster.group, {}), **cluster.group_labels}
     return found

@@ -9,7 +9,7 @@ _MAX_STEPS = 64
 
 
 def blocked(cluster: ClusterRec, track: int, version: Version, at: float) -> bool:
-    spec = cluster.spec
+    spec = cluster.profile
     window = spec.maintenance_window
     if window is not None and not window.is_open(at):
         return True
@@ -19,7 +19,7 @@ def blocked(cluster: ClusterRec, track: int, version: Version, at: float) -> boo
 
 def next_start(cluster: ClusterRec, track: int, version: Version, at: float) -> float | None:
     """The earliest instant >= `at` when the upgrade may start; None when that never happens."""
-    spec = cluster.spec
+    spec = cluster.profile
     moment = at
     minor_change = version.minor > cluster.versions[track].minor
     for _ in range(_MAX_STEPS):

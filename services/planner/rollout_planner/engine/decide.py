@@ -23,6 +23,7 @@ from rollout_common.sequence import Sequence
 from rollout_common.status import RolloutState
 from rollout_common.version import parse_minor, parse_version
 from rollout_planner.engine import lifecycle, operations, results
+from rollout_planner.engine.collections_paused import collections_paused
 from rollout_planner.engine.dispatch import dispatch_stage
 from rollout_planner.engine.inventory import apply_inventory, build_fleet
 from rollout_planner.engine.model import CP, NODES, EngineState, Offer, RolloutRec, put
@@ -35,7 +36,8 @@ _SETTLE_ROUNDS = 1000
 def new_state(sequence: Sequence, clusters: Iterable[Cluster], groups: Iterable[ClusterGroup] = ()) -> EngineState:
     state = EngineState(sequence=sequence)
     state.groups = {g.name: g for g in groups}
-    build_fleet(state, clusters)
+    with collections_paused():
+        build_fleet(state, clusters)
     return state
 
 

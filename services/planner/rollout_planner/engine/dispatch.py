@@ -223,10 +223,10 @@ def _take(state: EngineState, *, heap: list[str], track: int, version: Version, 
 
 
 def _can_start(state: EngineState, cluster: ClusterRec, track: int, version: Version) -> bool:
-    if cluster.busy or cluster.spec.deprecated_api_usage or (track == NODES and cluster.versions[CP] < version):
+    if cluster.busy or cluster.profile.deprecated_api_usage or (track == NODES and cluster.versions[CP] < version):
         set_queued(state, cluster, track, False)  # queued again when what holds it changes
         return False
-    if cluster.spec.maintenance_window is None and not cluster.spec.exclusions:
+    if cluster.profile.maintenance_window is None and not cluster.profile.exclusions:
         return True
     if not blocked(cluster, track, version, state.now):
         return True
@@ -253,7 +253,7 @@ def _hand_out(
     state.next_command += 1
     command_id = f"{run.rollout_id}/{stage.spec.name}/{TRACKS[track].value}/{state.next_command}"
     for cluster in batch:
-        cluster.running[track] = version
+        cluster.running = put(cluster.running, track, version)
         cluster.running_cmd = put(cluster.running_cmd, track, command_id)
         cluster.origin = put(cluster.origin, track, (stage.index, partition.index))
         stage.handed[(cluster.name, track)] = partition.index

@@ -8,17 +8,27 @@ from rollout_common.commands import Notice
 from rollout_common.events import InventoryChange
 from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_planner.engine.lifecycle import revisit_stuck
-from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState, PartitionRec, StageRec, put, put_count
+from rollout_planner.engine.model import (
+    NO_FLAGS,
+    NO_PAIR,
+    TRACK_INDEXES,
+    ClusterRec,
+    EngineState,
+    PartitionRec,
+    StageRec,
+    put,
+    put_count,
+)
 from rollout_planner.engine.partitioning import assign_stages, plan_partitions
 from rollout_planner.engine.tally import attach, detach, recount_departed
-from rollout_planner.engine.targets import retarget
+from rollout_planner.engine.targets import retarget, retarget_members
 
 
 def build_fleet(state: EngineState, clusters: Iterable[Cluster]) -> None:
-    specs = list(clusters)
-    for spec in specs:
-        state.clusters[spec.name] = ClusterRec(spec)
-    membership = assign_stages(state.sequence, specs, state.groups.values())
+    # one inventory model at a time: only the compact record stays (the models may be a generator)
+    for spec in clusters:
+        state.clusters[spec.name] = state.record(spec)
+    membership = assign_stages(state.sequence, list(state.clusters.values()), state.groups.values())
     for name, stages in membership.conflicts.items():
         state.emit(
             Notice(
@@ -27,11 +37,10 @@ def build_fleet(state: EngineState, clusters: Iterable[Cluster]) -> None:
                 message=f"cluster {name} matches stages {', '.join(stages)}; it joins none (SEQ-2)",
             )
         )
-    grouped: dict[int, list[str]] = {}
-    for name, index in membership.stage_of.items():
-        grouped.setdefault(index, []).append(name)
+    stage_of = membership.stage_of
     for stage in state.stages:
-        rebuild_stage(state, stage, grouped.get(stage.index, []))
+        index = stage.index
+        rebuild_stage(state, stage, [name for name, i in stage_of.items() if i == index])
 
 
 def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None:
@@ -44,25 +53,42 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
             if name not in keep:
                 _drop_targets(stage, cluster)
             cluster.stage = cluster.partition = None
-            cluster.queued = [False, False]
-    plan = plan_partitions(stage.spec, [state.clusters[n].spec for n in names], state.groups.values())
+            cluster.queued = NO_FLAGS
+    clusters = state.clusters
+    stage_index = stage.index
+    plan = plan_partitions(stage.spec, [clusters[n] for n in names], state.groups.values())
     stage.partitions = []
     for index, part in enumerate(plan.partitions):
         record = PartitionRec(
             index=index, name=part.name, members=list(part.clusters), max_unavailable=part.max_unavailable
         )
         stage.partitions.append(record)
+        # the partition's members are the stage's members: each is placed and counted here (attach
+        # touches nothing of the others, so counting them partition by partition is the same)
         for name in part.clusters:
-            cluster = state.clusters[name]
-            cluster.stage, cluster.partition = stage.index, index
+            cluster = clusters[name]
+            cluster.stage, cluster.partition = stage_index, index
+            # a cluster with nothing to count (the usual one) is counted by attach as nothing
+            if (
+                cluster.target is not NO_PAIR
+                or not cluster.available
+                or cluster.not_done is not NO_FLAGS
+                or not cluster.compute_available()
+            ):
+                attach(state, cluster)
     stage.members = plan.members
     stage.no_partition = plan.no_partition
     for name in stage.no_partition:
         state.clusters[name].stage = stage.index
-    for name in stage.members:
-        cluster = state.clusters[name]
-        attach(state, cluster)
-        retarget(state, cluster)
+    # without an offer on either track, a cluster without a target keeps none: no retarget needed
+    # (retargeting one cluster touches nothing another's attach reads: a pass of its own)
+    if any(stage.offers(track) for track in TRACK_INDEXES):
+        retarget_members(state, stage, stage.members)
+    else:
+        for name in stage.members:
+            cluster = clusters[name]
+            if cluster.target is not NO_PAIR:
+                retarget(state, cluster)
     recount_departed(state, stage)
     for track in TRACK_INDEXES:
         revisit_stuck(state, stage, track)
@@ -78,8 +104,8 @@ def _drop_targets(stage: StageRec, cluster: ClusterRec) -> None:
         run = stage.runs[track].get(cluster.target_run[track] or "")
         if run is not None:
             run.remaining -= 1
-        cluster.target[track] = None
-        cluster.target_run[track] = None
+        cluster.target = put(cluster.target, track, None)
+        cluster.target_run = put(cluster.target_run, track, None)
         cluster.retries = put_count(cluster.retries, track, 0)
         cluster.waiting_until = put(cluster.waiting_until, track, None)
 
@@ -173,7 +199,7 @@ def _apply_group(state: EngineState, action: str, group: ClusterGroup) -> None:
     else:
         state.groups[group.name] = group
     before = {name: record.stage for name, record in state.clusters.items()}
-    membership = assign_stages(state.sequence, [c.spec for c in state.clusters.values()], state.groups.values())
+    membership = assign_stages(state.sequence, list(state.clusters.values()), state.groups.values())
     # Stages first let go of the clusters that leave them, so the stage a cluster joins never counts
     # it while another still does (as a single cluster's move does in `apply_inventory`).
     for stage in state.stages:
@@ -208,12 +234,12 @@ def _stage_names(state: EngineState, index: int) -> list[str]:
 
 def _upsert(state: EngineState, spec: Cluster, old: ClusterRec | None) -> ClusterRec:
     if old is None:
-        record = ClusterRec(spec)
+        record = state.record(spec)
         state.clusters[spec.name] = record
         return record
-    old.spec = spec
+    old.profile = state.profile(spec)
     for track, reported in ((0, spec.control_plane), (1, spec.nodes)):
         # the inventory may report an upgrade made outside the rollout; never move backwards
         if old.running[track] is None and reported > old.versions[track]:
-            old.versions[track] = reported
+            old.versions = put(old.versions, track, reported)
     return old

@@ -8,7 +8,7 @@ from rollout_common.version import Version
 from rollout_planner.engine.eligibility import on_offered, would_take
 from rollout_planner.engine.model import CP, MAX_UPGRADE_TIME, NODES, EngineState, Offer, Run, StageRec
 from rollout_planner.engine.runs import transition
-from rollout_planner.engine.targets import release_failed, retarget
+from rollout_planner.engine.targets import TargetMemo, release_failed, retarget, retarget_members
 
 
 def reach_stage(state: EngineState, stage: StageRec, offers: dict[int, Offer]) -> None:
@@ -39,8 +39,7 @@ def reach_stage(state: EngineState, stage: StageRec, offers: dict[int, Offer]) -
         opened.append((run, offer))
     if not opened:
         return
-    for name in stage.members:
-        retarget(state, state.clusters[name])
+    retarget_members(state, stage, stage.members)
     if any(run.track == CP for run, _ in opened):
         for waiting in stage.runs[NODES].values():
             waiting.awaiting_cp = False
@@ -55,10 +54,11 @@ def withdraw(state: EngineState, stage: StageRec, run: Run, reason: StageReason)
     if stage.forced_run[run.track] == run.rollout_id:
         stage.forced_run[run.track] = None
     if any(state.clusters[n].target_run[run.track] == run.rollout_id for n in stage.members):
+        memo: TargetMemo = {}  # the offers stay as they are for the whole pass
         for name in stage.members:
             cluster = state.clusters[name]
             release_failed(state, cluster, run.rollout_id)
-            retarget(state, cluster)
+            retarget(state, cluster, memo)
     state.dirty.add(stage.index)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -18,27 +19,123 @@ TRACK_INDEXES = (CP, NODES)
 MAX_UPGRADE_TIME = 30 * 86400.0
 
 
-NO_PAIR: tuple[None, None] = (None, None)
-NO_RETRIES = (0, 0)
-NOT_DONE_BY: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
-
 T = TypeVar("T")
 
 
-def put(pair: tuple[T, T], track: int, value: T) -> tuple[T, T]:
-    """The pair with one track's value replaced (the shared empty pair when both are None)."""
-    out = (value, pair[1]) if track == 0 else (pair[0], value)
-    return NO_PAIR if out == NO_PAIR else out
+def put(old: tuple[T, T], track: int, value: T) -> tuple[T, T]:
+    """The pair with one track's value replaced: a shared pair (`pair`), so equal pairs are one object."""
+    return pair(value, old[1]) if track == 0 else pair(old[0], value)
 
 
-def put_count(pair: tuple[int, int], track: int, value: int) -> tuple[int, int]:
-    """A per-track count pair with one track's value replaced (the shared zero pair when both are 0)."""
-    out = (value, pair[1]) if track == 0 else (pair[0], value)
-    return NO_RETRIES if out == NO_RETRIES else out
+def put_count(old: tuple[int, int], track: int, value: int) -> tuple[int, int]:
+    """A per-track count pair with one track's value replaced (shared, as `put`)."""
+    return put(old, track, value)
+
+
+class ClusterProfile:
+    """What the engine reads of a cluster's inventory record besides its name and versions.
+
+    Clusters with the same labels, channel, groups, windows and API usage share one profile (a fleet
+    has few), so the state keeps no inventory model per cluster and selectors are evaluated once per
+    profile. Read-only once made: an inventory change gives the cluster another profile.
+    """
+
+    __slots__ = (
+        "channel",
+        "deprecated_api_usage",
+        "exclusions",
+        "group",
+        "group_labels",
+        "labels",
+        "maintenance_window",
+    )
+
+    def __init__(self, spec: Cluster) -> None:
+        self.labels: Mapping[str, str] = spec.labels
+        self.channel = spec.channel
+        self.group = spec.group
+        self.group_labels: Mapping[str, str] = spec.group_labels
+        self.maintenance_window = spec.maintenance_window
+        self.exclusions = spec.exclusions
+        self.deprecated_api_usage = spec.deprecated_api_usage
+
+
+def profile_key(spec: Cluster) -> Hashable:
+    """Equal for clusters that differ only in name and versions."""
+    window, exclusions = spec.maintenance_window, spec.exclusions
+    key = (
+        tuple(spec.labels.items()),
+        spec.channel,
+        spec.group,
+        tuple(spec.group_labels.items()) if spec.group_labels else (),
+        window,
+        exclusions,
+        spec.deprecated_api_usage,
+    )
+    if window is not None or exclusions:
+        try:
+            hash(key)
+        except TypeError:  # a window model that cannot be hashed: a profile of its own
+            return ("unshared", spec.name)
+    return key
+
+
+_PAIRS: dict[tuple[object, object], tuple[object, object]] = {}
+_TYPED_PAIRS: dict[tuple[object, ...], tuple[object, object]] = {}
+
+
+def pair(first: T, second: T) -> tuple[T, T]:
+    """One shared tuple per distinct pair: a million clusters on two versions hold two pair objects.
+
+    A cache of immutable values, like string interning: it changes no result."""
+    key = (first, second)
+    found = _PAIRS.get(key)
+    if found is None:
+        if len(_PAIRS) < 100_000:  # distinct pairs are few; never let odd inputs grow it unbounded
+            _PAIRS[key] = key
+        return key
+    if type(found[0]) is not type(first) or type(found[1]) is not type(second):
+        # equal but not the same kind of value (False and 0): never swapped for each other
+        typed = (type(first), type(second), first, second)
+        found = _TYPED_PAIRS.get(typed)
+        if found is None:
+            found = _TYPED_PAIRS[typed] = key
+    return found  # type: ignore[return-value]
+
+
+NO_PAIR: tuple[None, None] = pair(None, None)
+NO_RETRIES: tuple[int, int] = pair(0, 0)
+NO_FLAGS: tuple[bool, bool] = pair(False, False)
+# every pair of flags, each the shared one
+FLAGS: dict[tuple[bool, bool], tuple[bool, bool]] = {
+    pair(a, b): pair(a, b) for a in (False, True) for b in (False, True)
+}
+NOT_DONE_BY: tuple[frozenset[str], frozenset[str]] = pair(frozenset(), frozenset())
+NO_VERSIONS: tuple[Version, Version] = pair(Version((0, 0, 0, 0), "0.0.0"), Version((0, 0, 0, 0), "0.0.0"))
+
+
+_PAIR_FIELDS = frozenset(
+    (
+        "done_by",
+        "failed",
+        "mismatch",
+        "not_done",
+        "origin",
+        "queued",
+        "retries",
+        "running",
+        "running_cmd",
+        "target",
+        "target_run",
+        "versions",
+        "waiting_until",
+    )
+)
 
 
 class ClusterRec:
-    """What the planner knows of one cluster; per-track fields are 2-lists indexed by CP / NODES."""
+    """What the planner knows of one cluster; per-track fields are shared 2-tuples indexed by CP / NODES,
+    replaced whole (`put`), never mutated."""
 
     __slots__ = (
         "available",
@@ -52,12 +149,12 @@ class ClusterRec:
         "observed_at",
         "origin",
         "partition",
+        "profile",
         "queued",
         "ready",
         "retries",
         "running",
         "running_cmd",
-        "spec",
         "stage",
         "target",
         "target_run",
@@ -65,26 +162,26 @@ class ClusterRec:
         "waiting_until",
     )
 
-    def __init__(self, spec: Cluster) -> None:
-        self.name = spec.name
-        self.spec = spec
+    def __init__(self, name: str, profile: ClusterProfile, versions: tuple[Version, Version]) -> None:
+        self.name = name
+        self.profile = profile
         self.stage: int | None = None
         self.partition: int | None = None
-        self.versions: list[Version] = [spec.control_plane, spec.nodes]
+        self.versions = versions
         self.ready = True
-        self.running: list[Version | None] = [None, None]
-        # rarely written per-track fields share one immutable pair until written: a fleet of a
-        # million clusters then carries no per-cluster copies of "nothing yet"
+        # fields at their usual value share one immutable pair until written: a fleet of a million
+        # clusters then carries no per-cluster copies of "nothing yet"
+        self.running: tuple[Version | None, Version | None] = NO_PAIR
         self.running_cmd: tuple[str | None, str | None] = NO_PAIR
         self.awaiting_ready = False
         self.failed: tuple[str | None, str | None] = NO_PAIR
-        self.target: list[Version | None] = [None, None]
-        self.target_run: list[str | None] = [None, None]
+        self.target: tuple[Version | None, Version | None] = NO_PAIR
+        self.target_run: tuple[str | None, str | None] = NO_PAIR
         self.done_by: tuple[frozenset[str], frozenset[str]] = NOT_DONE_BY
-        self.queued: list[bool] = [False, False]
+        self.queued: tuple[bool, bool] = NO_FLAGS
         self.waiting_until: tuple[float | None, float | None] = NO_PAIR
         self.available = True
-        self.not_done = [False, False]
+        self.not_done: tuple[bool, bool] = NO_FLAGS
         # per track: (stage, partition index) that handed out the upgrade in flight; it keeps the
         # slot there until the result, wherever the cluster belongs meanwhile (SEQ-6a, GATE-1)
         self.origin: tuple[tuple[int, int] | None, tuple[int, int] | None] = NO_PAIR
@@ -95,9 +192,37 @@ class ClusterRec:
         # upgrade went to (VERSION_MISMATCH); the shared empty pair while none disagrees
         self.mismatch: tuple[Version | None, Version | None] = NO_PAIR
 
+    # A copy (pickle: the planner's trial decisions) would hold copies of the shared pairs, which
+    # identity checks (`is NO_PAIR`) would take for other values: a copy shares them again.
+    def __getstate__(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in ClusterRec.__slots__)
+
+    def __setstate__(self, state: tuple[object, ...]) -> None:
+        for name, value in zip(ClusterRec.__slots__, state, strict=True):
+            if name in _PAIR_FIELDS and isinstance(value, tuple):
+                value = pair(value[0], value[1])
+            setattr(self, name, value)
+
+    # what stage and partition selectors read (partitioning.Member)
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return self.profile.labels
+
+    @property
+    def channel(self) -> str:
+        return self.profile.channel
+
+    @property
+    def group(self) -> str | None:
+        return self.profile.group
+
+    @property
+    def group_labels(self) -> Mapping[str, str]:
+        return self.profile.group_labels
+
     @property
     def busy(self) -> bool:
-        return self.running[CP] is not None or self.running[NODES] is not None
+        return self.running is not NO_PAIR and (self.running[CP] is not None or self.running[NODES] is not None)
 
     def compute_available(self) -> bool:
         # GATE-1 counts as unavailable a cluster "handed out and not yet reported ready on the new
@@ -106,10 +231,10 @@ class ClusterRec:
         # version, as a cluster that never reported ready after its upgrade would.
         return (
             self.ready
-            and not self.busy
             and not self.awaiting_ready
             and self.failed is NO_PAIR
             and self.mismatch is NO_PAIR
+            and (self.running is NO_PAIR or (self.running[CP] is None and self.running[NODES] is None))
         )
 
 
@@ -307,6 +432,10 @@ class EngineState:
         self.stages = [StageRec(index=i, spec=s) for i, s in enumerate(sequence.stages)]
         self.stage_by_name = {s.spec.name: s for s in self.stages}
         self.clusters: dict[str, ClusterRec] = {}
+        # the shared profiles of the clusters (ClusterProfile), by what they hold: rebuilt on load
+        self.profiles: dict[Hashable, ClusterProfile] = {}
+        self._last_profile: ClusterProfile | None = None
+        self._last_versions: tuple[object, tuple[Version, Version]] = ((), NO_VERSIONS)
         # cluster groups of the inventory (Fleet's ClusterGroup): stages and partitions select by them
         self.groups: dict[str, ClusterGroup] = {}
         # removed from the inventory while upgrading: kept until the result comes (SEQ-6a)
@@ -326,6 +455,33 @@ class EngineState:
         self.requested_wake: float | None = None
         # clusters the current dispatch pass found outside their window: (opens at, name), for WIN-4
         self.window_blocked: list[tuple[float, str]] = []
+
+    def profile(self, spec: Cluster) -> ClusterProfile:
+        last = self._last_profile
+        if (
+            last is not None
+            and spec.labels == last.labels
+            and spec.channel == last.channel
+            and spec.group == last.group
+            and spec.group_labels == last.group_labels
+            and spec.maintenance_window is last.maintenance_window
+            and spec.exclusions is last.exclusions
+            and spec.deprecated_api_usage == last.deprecated_api_usage
+        ):
+            return last  # an inventory lists alike clusters together: no key to build
+        key = profile_key(spec)
+        found = self.profiles.get(key)
+        if found is None:
+            found = self.profiles[key] = ClusterProfile(spec)
+        self._last_profile = found
+        return found
+
+    def record(self, spec: Cluster) -> ClusterRec:
+        """A new cluster record from an inventory model; the model itself is not kept."""
+        reported = (spec.version, spec.node_version, spec.node_pools)
+        if reported != self._last_versions[0]:
+            self._last_versions = (reported, pair(spec.control_plane, spec.nodes))
+        return ClusterRec(spec.name, self.profile(spec), self._last_versions[1])
 
     def add_run_timer(self, at: float, kind: str, *, stage: int, track: int, rollout_id: str) -> None:
         heapq.heappush(self.timers, Timer(at, (stage, track), kind, track, rollout_id, stage))

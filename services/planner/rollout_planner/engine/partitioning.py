@@ -2,13 +2,40 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Protocol
 
-from rollout_common.fleet import Cluster, ClusterGroup, groups_of
-from rollout_common.labels import LabelMap
+from rollout_common.fleet import ClusterGroup, groups_of
 from rollout_common.quantity import resolve
-from rollout_common.sequence import RolloutStrategy, Sequence, Stage
+from rollout_common.sequence import PartitionSpec, RolloutStrategy, Sequence, Stage
+from rollout_planner.engine.model import ClusterProfile, ClusterRec
+
+
+class Member(Protocol):
+    """What placement reads of a cluster: a Cluster from the inventory, or the planner's record of one."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+
+    @property
+    def channel(self) -> str: ...
+
+    @property
+    def group(self) -> str | None: ...
+
+    @property
+    def group_labels(self) -> Mapping[str, str]: ...
+
+
+def _shared(member: Member) -> object | None:
+    """Members with the same key are placed alike, but for selectors by name: records sharing a
+    profile. A selector is then evaluated once per profile, not once per cluster."""
+    return member.profile if isinstance(member, ClusterRec) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,16 +64,29 @@ class Membership:
     unmatched: list[str]
 
 
-def assign_stages(sequence: Sequence, clusters: Iterable[Cluster], groups: Iterable[ClusterGroup] = ()) -> Membership:
+def assign_stages(sequence: Sequence, clusters: Iterable[Member], groups: Iterable[ClusterGroup] = ()) -> Membership:
     """SEQ-2: a cluster in two stages is reported, never silently resolved; it joins neither."""
     groups = tuple(groups)
     stage_of: dict[str, int] = {}
     other_channel: list[str] = []
     conflicts: dict[str, list[str]] = {}
     unmatched: list[str] = []
+    by_name = [i for i, s in enumerate(sequence.stages) if s.cluster_names is not None]
+    if not by_name and isinstance(clusters, list) and all(isinstance(c, ClusterRec) for c in clusters[:1]):
+        return _assign_records(sequence, clusters, groups)
+    seen: dict[object, list[int]] = {}
     for cluster in clusters:
-        in_groups = groups_of(cluster, groups)
-        matching = [i for i, s in enumerate(sequence.stages) if _selects(s, cluster, in_groups)]
+        key = _shared(cluster)
+        found = seen.get(key) if key is not None else None
+        if found is None:
+            in_groups = groups_of(cluster, groups)
+            found = [i for i, s in enumerate(sequence.stages) if _selects(s, cluster, in_groups)]
+            if key is not None:
+                seen[key] = [i for i in found if i not in by_name]
+        elif by_name:
+            named = [i for i in by_name if cluster.name in (sequence.stages[i].cluster_names or ())]
+            found = sorted([*found, *named])
+        matching = found
         if cluster.channel != sequence.channel:
             if matching:
                 other_channel.append(cluster.name)
@@ -60,16 +100,56 @@ def assign_stages(sequence: Sequence, clusters: Iterable[Cluster], groups: Itera
     return Membership(stage_of, sorted(other_channel), conflicts, sorted(unmatched))
 
 
-def _selects(stage: Stage, cluster: Cluster, groups: dict[str, LabelMap]) -> bool:
+def _assign_records(sequence: Sequence, records: list[ClusterRec], groups: tuple[ClusterGroup, ...]) -> Membership:
+    """assign_stages for records when no stage selects by name: decided once per profile, then
+    spread over the clusters with comprehensions (a million clusters share a handful of profiles)."""
+    stage_at: dict[ClusterProfile, int] = {}
+    other: set[ClusterProfile] = set()
+    conflicting: dict[ClusterProfile, list[str]] = {}
+    none: set[ClusterProfile] = set()
+    # the first record of each profile stands for all of its profile
+    samples = {r.profile: r for r in reversed(records)}
+    for profile in dict.fromkeys(map(_profile_of, records)):
+        sample = samples[profile]
+        in_groups = groups_of(sample, groups)
+        matching = [i for i, s in enumerate(sequence.stages) if _selects(s, sample, in_groups)]
+        if profile.channel != sequence.channel:
+            if matching:
+                other.add(profile)
+        elif len(matching) > 1:
+            conflicting[profile] = [sequence.stages[i].name for i in matching]
+        elif matching:
+            stage_at[profile] = matching[0]
+        else:
+            none.add(profile)
+    found = stage_at.get
+    stage_of = {r.name: index for r in records if (index := found(r.profile)) is not None}
+    return Membership(
+        stage_of,
+        sorted(r.name for r in records if r.profile in other) if other else [],
+        {r.name: list(conflicting[r.profile]) for r in records if r.profile in conflicting} if conflicting else {},
+        sorted(r.name for r in records if r.profile in none) if none else [],
+    )
+
+
+_profile_of = attrgetter("profile")
+_name_of = attrgetter("name")
+
+
+def _selects(stage: Stage, cluster: Member, groups: Mapping[str, Mapping[str, str]]) -> bool:
     return stage.selects(name=cluster.name, labels=cluster.labels, groups=groups)
 
 
-def plan_partitions(stage: Stage, members: list[Cluster], groups: Iterable[ClusterGroup] = ()) -> StagePlan:
+def plan_partitions(stage: Stage, members: Collection[Member], groups: Iterable[ClusterGroup] = ()) -> StagePlan:
     """Partitions over every member, ordered by name (PART-4); manual ones in listed order (PART-2)."""
-    ordered = sorted(members, key=lambda c: c.name)
-    names = [c.name for c in ordered]
+    names = sorted(map(_name_of, members))
     strategy = stage.rollout_strategy
     if strategy.partitions:
+        if len(set(names)) == len(names):
+            by_name = {c.name: c for c in members}
+            ordered = [by_name[n] for n in names]
+        else:  # the same name twice (never in a planner's state): the order of the given records decides
+            ordered = sorted(members, key=lambda c: c.name)
         return _manual(stage.name, strategy, ordered, tuple(groups))
     return StagePlan(stage.name, names, _automatic(strategy, names), warnings=_warnings(stage.name, strategy))
 
@@ -93,14 +173,24 @@ def _automatic(strategy: RolloutStrategy, names: list[str]) -> list[PartitionPla
 
 
 def _manual(
-    stage_name: str, strategy: RolloutStrategy, ordered: list[Cluster], groups: tuple[ClusterGroup, ...]
+    stage_name: str, strategy: RolloutStrategy, ordered: list[Member], groups: tuple[ClusterGroup, ...]
 ) -> StagePlan:
     taken: dict[str, str] = {}
     buckets: dict[str, list[str]] = {p.name: [] for p in strategy.partitions}
     warnings = _warnings(stage_name, strategy)
+    by_name = any(p.cluster_name is not None for p in strategy.partitions)
+    seen: dict[object, list[PartitionSpec]] = {}
     for cluster in ordered:
-        in_groups = groups_of(cluster, groups)
-        hits = [p for p in strategy.partitions if p.matches(name=cluster.name, labels=cluster.labels, groups=in_groups)]
+        key = None if by_name else _shared(cluster)
+        found = seen.get(key) if key is not None else None
+        if found is None:
+            in_groups = groups_of(cluster, groups)
+            found = [
+                p for p in strategy.partitions if p.matches(name=cluster.name, labels=cluster.labels, groups=in_groups)
+            ]
+            if key is not None:
+                seen[key] = found
+        hits = found
         if not hits:
             continue
         taken[cluster.name] = hits[0].name

@@ -53,7 +53,7 @@ def apply_result(state: EngineState, event: UpgradeResult) -> None:
 def _release(state: EngineState, cluster: ClusterRec, track: int) -> int:
     """Free the slot the upgrade held in the stage and partition that handed it out (SEQ-6a)."""
     origin = cluster.origin[track]
-    cluster.running[track] = None
+    cluster.running = put(cluster.running, track, None)
     cluster.running_cmd = put(cluster.running_cmd, track, None)
     cluster.origin = put(cluster.origin, track, None)
     if origin is None:
@@ -70,11 +70,11 @@ def _release(state: EngineState, cluster: ClusterRec, track: int) -> int:
 
 def _succeeded(state: EngineState, cluster: ClusterRec, track: int, version: Version, run: Run | None) -> None:
     target_run = cluster.target_run[track]
-    cluster.versions[track] = version
+    cluster.versions = put(cluster.versions, track, version)
     cluster.awaiting_ready = True  # GATE-1: unavailable until reported ready on the new version
     cluster.mismatch = put(cluster.mismatch, track, None)  # judged again against the new version
-    cluster.target[track] = None
-    cluster.target_run[track] = None
+    cluster.target = put(cluster.target, track, None)
+    cluster.target_run = put(cluster.target_run, track, None)
     cluster.retries = put_count(cluster.retries, track, 0)  # done: the next target starts afresh
     if target_run is not None:
         cluster.done_by = put(cluster.done_by, track, cluster.done_by[track] | {target_run})
@@ -92,8 +92,8 @@ def _failed(state: EngineState, cluster: ClusterRec, track: int, error: str, run
         # now on it follows its new membership
         if run is not None:
             run.remaining -= 1
-        cluster.target[track] = None
-        cluster.target_run[track] = None
+        cluster.target = put(cluster.target, track, None)
+        cluster.target_run = put(cluster.target_run, track, None)
         cluster.retries = put_count(cluster.retries, track, 0)
     refresh(state, cluster)
     if run is None:

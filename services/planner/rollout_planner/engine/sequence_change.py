@@ -9,7 +9,7 @@ from rollout_common.events import SequenceChange
 from rollout_common.sequence import Sequence
 from rollout_planner.engine.errors import EngineInvariantError
 from rollout_planner.engine.inventory import rebuild_stage
-from rollout_planner.engine.model import NO_PAIR, TRACK_INDEXES, EngineState, StageRec, Timer, put
+from rollout_planner.engine.model import NO_FLAGS, NO_PAIR, TRACK_INDEXES, EngineState, StageRec, Timer, put
 from rollout_planner.engine.partitioning import assign_stages
 from rollout_planner.engine.tally import recount_departed
 
@@ -83,7 +83,7 @@ def _replace(state: EngineState, new: Sequence) -> None:
     state.stage_by_name = {s.spec.name: s for s in stages}
     _remap_timers(state, moved)
     _reset_clusters(state, moved)
-    membership = assign_stages(new, [c.spec for c in state.clusters.values()])
+    membership = assign_stages(new, list(state.clusters.values()))
     for name, conflict in membership.conflicts.items():
         state.emit(
             Notice(
@@ -120,13 +120,13 @@ def _reset_clusters(state: EngineState, moved: dict[int, int]) -> None:
     """Every cluster out of every stage; an upgrade in flight stays with the run that handed it out."""
     for cluster in [*state.clusters.values(), *state.departed.values()]:
         cluster.stage = cluster.partition = None
-        cluster.queued = [False, False]
-        cluster.available, cluster.not_done = True, [False, False]
+        cluster.queued = NO_FLAGS
+        cluster.available, cluster.not_done = True, NO_FLAGS
         for track in TRACK_INDEXES:
             origin = cluster.origin[track]
             if cluster.running[track] is None or origin is None:
-                cluster.target[track] = None
-                cluster.target_run[track] = None
+                cluster.target = put(cluster.target, track, None)
+                cluster.target_run = put(cluster.target_run, track, None)
                 cluster.waiting_until = put(cluster.waiting_until, track, None)
                 continue
             if origin[0] not in moved:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState, StageRec
+from rollout_planner.engine.model import FLAGS, NO_FLAGS, TRACK_INDEXES, ClusterRec, EngineState, StageRec, put
 
 
 def refresh(state: EngineState, cluster: ClusterRec) -> None:
     """Recompute the cluster's availability and GATE-2 'not done' flags; move the partition counts."""
     available = cluster.compute_available()
-    not_done = [cluster.target[t] is not None or not available for t in TRACK_INDEXES]
+    target = cluster.target
+    not_done = FLAGS[(target[0] is not None or not available, target[1] is not None or not available)]
     if cluster.stage is None or cluster.partition is None:
         cluster.available, cluster.not_done = available, not_done
         return
+    if available == cluster.available and not_done is cluster.not_done:
+        return  # nothing moves (most clusters of a release): no partition lookup
     partition = state.stages[cluster.stage].partitions[cluster.partition]
     # Only a count going down can open a gate or finish a track; a count going up only makes the
     # stage stricter, so it needs no new dispatch (this halves the work per readiness flap).
@@ -27,8 +30,8 @@ def refresh(state: EngineState, cluster: ClusterRec) -> None:
     for track in TRACK_INDEXES:
         if not_done[track] != cluster.not_done[track]:
             partition.not_done[track] += 1 if not_done[track] else -1
-            cluster.not_done[track] = not_done[track]
             loosened = loosened or not not_done[track]
+    cluster.not_done = not_done
     if loosened:
         state.dirty.add(cluster.stage)
 
@@ -47,13 +50,13 @@ def detach(state: EngineState, cluster: ClusterRec) -> None:
                 partition.not_done[track] -= 1
         state.dirty.add(cluster.stage)
     cluster.available = True
-    cluster.not_done = [False, False]
+    cluster.not_done = NO_FLAGS
 
 
 def attach(state: EngineState, cluster: ClusterRec) -> None:
     """Count the cluster in its (new) partition from scratch."""
     cluster.available = True
-    cluster.not_done = [False, False]
+    cluster.not_done = NO_FLAGS
     refresh(state, cluster)
 
 
@@ -61,7 +64,7 @@ def set_queued(state: EngineState, cluster: ClusterRec, track: int, queued: bool
     """Change whether the cluster waits in its partition's queue, keeping GATE-1's count right."""
     if cluster.queued[track] == queued:
         return
-    cluster.queued[track] = queued
+    cluster.queued = put(cluster.queued, track, queued)
     if not cluster.available and cluster.stage is not None and cluster.partition is not None:
         partition = state.stages[cluster.stage].partitions[cluster.partition]
         partition.queued_unavailable[track] += 1 if queued else -1

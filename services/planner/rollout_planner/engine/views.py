@@ -43,7 +43,7 @@ def reached_partitions(state: EngineState, stage: StageRec, track: int) -> int:
 
 def track_status(state: EngineState, cluster: ClusterRec, track: int) -> StatusPair:
     if cluster.stage is None:
-        if cluster.spec.channel != state.sequence.channel:
+        if cluster.profile.channel != state.sequence.channel:
             return ClusterStatus.INELIGIBLE, IneligibleType.OTHER_CHANNEL.value
         return ClusterStatus.INELIGIBLE, "matches no stage of the sequence"
     stage = state.stages[cluster.stage]
@@ -61,7 +61,7 @@ def track_status(state: EngineState, cluster: ClusterRec, track: int) -> StatusP
 def _targeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track: int) -> StatusPair:
     target = cluster.target[track]
     run = stage.runs[track].get(cluster.target_run[track] or "")
-    if cluster.spec.deprecated_api_usage:
+    if cluster.profile.deprecated_api_usage:
         return ClusterStatus.PAUSED, PauseType.DEPRECATED_API.value
     until = cluster.waiting_until[track]
     if until is not None and until > state.now:

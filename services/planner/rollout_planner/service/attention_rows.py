@@ -29,7 +29,7 @@ def attention_rows(state: EngineState) -> list[ClusterRow]:
 def _row(state: EngineState, cluster: ClusterRec) -> ClusterRow | None:
     status, detail = cluster_status(state, cluster)
     # not ready with no upgrade to explain it: neither running one nor waiting to report ready after one
-    offline = not cluster.ready and not cluster.awaiting_ready and cluster.running == [None, None]
+    offline = not cluster.ready and not cluster.awaiting_ready and not cluster.busy
     kind = _KIND_OF_STATUS.get(status) or ("OFFLINE" if offline else None)
     if kind is None:
         return None
@@ -48,7 +48,7 @@ def _row(state: EngineState, cluster: ClusterRec) -> ClusterRow | None:
         detail=detail or status.value,
         stage=None if stage is None else stage.spec.name,
         partition=partition,
-        labels=cluster.spec.labels,
+        labels=cluster.profile.labels,
     )
 
 

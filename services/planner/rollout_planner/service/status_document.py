@@ -156,7 +156,7 @@ def attention(state: EngineState) -> dict[str, Any]:
                 for track in TRACK_INDEXES
                 if (until := cluster.waiting_until[track]) is not None and until > state.now
             ]
-        if cluster.spec.deprecated_api_usage and any(v is not None for v in cluster.target):
+        if cluster.profile.deprecated_api_usage and any(v is not None for v in cluster.target):
             deprecated_total += 1
             if len(deprecated) < NAMES_CAP:
                 deprecated.append(cluster.name)
