@@ -35,14 +35,15 @@ class Imported:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = help_text.command(
+    sources = help_text.group(
         sub,
         "import",
+        dest="source_format",
+        metavar="FORMAT",
         summary="turn another tool's rollout definition into ours (Fleet's rolloutStrategy)",
         description="Reads a definition written for another tool and prints the equivalent in our format.",
         examples=["rollout import fleet fleet.yaml", "rollout import fleet gitrepo.yaml"],
     )
-    sources = parser.add_subparsers(dest="source_format", required=True, metavar="FORMAT")
     fleet = help_text.command(
         sources,
         "fleet",

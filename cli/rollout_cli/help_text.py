@@ -33,4 +33,20 @@ def command(
     )
 
 
-__all__ = ["command"]
+def group(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    name: str,
+    *,
+    dest: str,
+    metavar: str,
+    summary: str,
+    description: str,
+    examples: Sequence[str],
+) -> argparse._SubParsersAction:  # type: ignore[type-arg]
+    """A command that is a family of others (`rollout schemas export`): it presents itself as `command`
+    does, and the returned subparsers take its members, one of which must be named (stored in `dest`)."""
+    parser = command(sub, name, summary=summary, description=description, examples=examples)
+    return parser.add_subparsers(dest=dest, required=True, metavar=metavar)
+
+
+__all__ = ["command", "group"]

@@ -207,14 +207,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     apply.add_argument("file", type=Path, help="scenario or fleet file, e.g. fleet.yaml (see `rollout validate`)")
     apply.set_defaults(handler=_handler(_apply))
 
-    schemas = help_text.command(
+    schemas_sub = help_text.group(
         sub,
         "schemas",
+        dest="schemas_command",
+        metavar="ACTION",
         summary="JSON Schemas and the AsyncAPI document of every event (BUS-2)",
         description="Writes what any Kafka client needs to produce and read our events.",
         examples=["rollout schemas export schemas/", "rollout schemas asyncapi asyncapi.json"],
     )
-    schemas_sub = schemas.add_subparsers(dest="schemas_command", required=True, metavar="ACTION")
     export = help_text.command(
         schemas_sub,
         "export",
@@ -258,34 +259,22 @@ def _ack_options() -> argparse.ArgumentParser:
     return acked
 
 
+# The options every command that reaches Kafka or Redis takes: (flag, environment variable that
+# gives its default, default without it, help). The help names the variable.
+_CONNECTION_OPTIONS = (
+    ("--bootstrap", "ROLLOUT_KAFKA_BOOTSTRAP", "localhost:9092",
+     "Kafka bootstrap servers, e.g. kafka-0:9092,kafka-1:9092"),
+    ("--redis", "ROLLOUT_REDIS_URL", "redis://localhost:6379/0", "Redis URL, e.g. redis://redis:6379/0"),
+    ("--topic-prefix", "ROLLOUT_TOPIC_PREFIX", "", "put before every topic and group name, e.g. staging."),
+    ("--namespace", "ROLLOUT_REDIS_NAMESPACE", "rollout", "the planner's Redis key namespace, e.g. rollout"),
+    ("--source", "ROLLOUT_SOURCE", "rollout-cli", "ce_source of what this command publishes, e.g. ci/pipeline-42"),
+)  # fmt: skip
+
+
 def _common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    env = os.environ.get
-    common.add_argument(
-        "--bootstrap",
-        default=env("ROLLOUT_KAFKA_BOOTSTRAP", "localhost:9092"),
-        help="Kafka bootstrap servers, e.g. kafka-0:9092,kafka-1:9092 (env ROLLOUT_KAFKA_BOOTSTRAP)",
-    )
-    common.add_argument(
-        "--redis",
-        default=env("ROLLOUT_REDIS_URL", "redis://localhost:6379/0"),
-        help="Redis URL, e.g. redis://redis:6379/0 (env ROLLOUT_REDIS_URL)",
-    )
-    common.add_argument(
-        "--topic-prefix",
-        default=env("ROLLOUT_TOPIC_PREFIX", ""),
-        help="put before every topic and group name, e.g. staging. (env ROLLOUT_TOPIC_PREFIX)",
-    )
-    common.add_argument(
-        "--namespace",
-        default=env("ROLLOUT_REDIS_NAMESPACE", "rollout"),
-        help="the planner's Redis key namespace, e.g. rollout (env ROLLOUT_REDIS_NAMESPACE)",
-    )
-    common.add_argument(
-        "--source",
-        default=env("ROLLOUT_SOURCE", "rollout-cli"),
-        help="ce_source of what this command publishes, e.g. ci/pipeline-42 (env ROLLOUT_SOURCE)",
-    )
+    for flag, variable, fallback, what in _CONNECTION_OPTIONS:
+        common.add_argument(flag, default=os.environ.get(variable, fallback), help=f"{what} (env {variable})")
     return common
 
 

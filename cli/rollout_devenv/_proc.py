@@ -1,20 +1,20 @@
-"""What the Kafka and Redis launchers share: errors, ports, and the lifetime of a child process."""
+"""What the local launchers share at the process level: errors, ports, and a child process's lifetime.
+
+The life cycle of a whole server (start, readiness, restart, stop) is `rollout_devenv._server`.
+"""
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import random
-import shutil
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 LOOPBACK = "127.0.0.1"
 # How long a child gets to shut down cleanly (Kafka flushes its logs) before it is killed.
@@ -157,43 +157,3 @@ def wait_until(
             return True
         time.sleep(interval_s)
     return False
-
-
-class LocalServer:
-    """The life cycle the local broker and Redis share: stop, restart, and use as a context manager.
-
-    A subclass starts its process in `start()`, keeps it in `_proc`, and says in `_owns_data_dir`
-    whether it made `data_dir` itself (then `stop(remove_data=True)` deletes it).
-    """
-
-    _proc: subprocess.Popen[bytes] | None
-    _owns_data_dir: bool
-    data_dir: Path
-
-    def start(self) -> None:
-        raise NotImplementedError
-
-    def stop(self, *, remove_data: bool = False) -> None:
-        """Stop the process (SIGTERM, then SIGKILL after the grace period); `remove_data` also
-        deletes a data dir that this object created."""
-        if self._proc is not None:
-            stop_process(self._proc)
-            self._proc = None
-        # Only now: a Ctrl-C that cut the stop short leaves the exit hook to finish it.
-        atexit.unregister(self.stop)
-        if remove_data and self._owns_data_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def restart(self) -> None:
-        """Stop and start again on the same data dir and ports."""
-        self.stop()
-        self.start()
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop(remove_data=True)

@@ -6,7 +6,6 @@ The jars come from Maven Central through `deploy/kafka/pom.xml` and are kept und
 
 from __future__ import annotations
 
-import atexit
 import base64
 import fcntl
 import hashlib
@@ -23,20 +22,19 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from rollout_devenv._java import find_java, find_maven, java_home
 from rollout_devenv._proc import (
     LOOPBACK,
     DevenvError,
-    LocalServer,
     free_port,
     log_tail,
     port_open,
     spawn,
     stop_process,
-    wait_until,
 )
+from rollout_devenv._server import LocalServer
 from rollout_devenv.tls import TlsFiles
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -333,7 +331,7 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-class KafkaBroker(LocalServer):
+class KafkaBroker(LocalServer[BrokerPorts]):
     """One broker process on loopback, with its data in `data_dir`.
 
     Restarting it (`restart()`, or `stop()` then `start()`) keeps the data dir and the ports, so
@@ -349,6 +347,8 @@ class KafkaBroker(LocalServer):
     With `tls` (see `rollout_devenv.tls`) the client listener speaks TLS instead (no SASL), and
     `client_settings()` gives the aiokafka arguments that check the broker against `tls.cert`.
     """
+
+    subject = "the Kafka broker"
 
     def __init__(
         self,
@@ -369,21 +369,17 @@ class KafkaBroker(LocalServer):
                 _check_scram_user(name, password)
             if super_user not in self.sasl_users:
                 raise DevenvError(f"super_user {super_user!r} is not one of sasl_users {sorted(self.sasl_users)}")
-        # A data dir made here is ours to delete in `stop(remove_data=True)`; a given one is not.
-        self._owns_data_dir = data_dir is None
-        self.data_dir = Path(tempfile.mkdtemp(prefix="rollout-kafka-")) if data_dir is None else data_dir
-        self.log_path = self.data_dir / "kafka.log"
-        self.start_timeout_s = start_timeout_s
+        super().__init__(
+            data_dir=data_dir, prefix="rollout-kafka-", log_name="kafka.log", start_timeout_s=start_timeout_s
+        )
         self.version = kafka_version()
+        self.title = f"Kafka {self.version}"
         self.last_start_s: float | None = None
-        self._ports: BrokerPorts | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
 
     def __repr__(self) -> str:
         # Never the passwords: a repr ends up in test reports and logs.
-        state = "running" if self.running else "stopped"
         secured = f", sasl_users={sorted(self.sasl_users)}" if self.secured else ""
-        return f"KafkaBroker(version={self.version!r}, data_dir={str(self.data_dir)!r}{secured}, {state})"
+        return f"KafkaBroker(version={self.version!r}, data_dir={str(self.data_dir)!r}{secured}, {self._state})"
 
     @property
     def secured(self) -> bool:
@@ -401,14 +397,12 @@ class KafkaBroker(LocalServer):
         return sasl_client_settings(name, self.sasl_users[name])
 
     @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
     def ports(self) -> BrokerPorts:
-        if self._ports is None:
-            raise DevenvError("the Kafka broker has not been started yet, so it has no ports")
-        return self._ports
+        return self._started_ports
+
+    def _new_ports(self) -> BrokerPorts:
+        # The ports an earlier run wrote into the data dir, so it keeps its address across runs.
+        return _ports_in(self._props_path) or _new_ports()
 
     @property
     def bootstrap(self) -> str:
@@ -457,30 +451,21 @@ class KafkaBroker(LocalServer):
                 output = output.replace(password, "***")
             raise DevenvError(f"formatting the Kafka log dir failed (exit {done.returncode})", detail=output)
 
-    def start(self) -> None:
+    def _start_once(self) -> None:
         """Start the broker and return once a consumer group can join and commit on it."""
-        if self.running:
-            return
         started = time.monotonic()
         jars = fetch_kafka_jars()
         java = find_java()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._ports = self._ports or _ports_in(self._props_path) or _new_ports()
-        _write_properties(self._props_path, self._properties(self._ports))
+        _write_properties(self._props_path, self._properties(self._choose_ports()))
         self._format(java=java, jars=jars)
         cmd = [
             *self._jvm(java=java, jars=jars, heap=["-Xms256m", "-Xmx512m"]),
             "kafka.Kafka",
             str(self._props_path),
         ]
-        self._proc = spawn(cmd, log_path=self.log_path, cwd=self.data_dir)
-        # A script or test session that exits without calling stop() must not leave a JVM behind.
-        atexit.register(self.stop)
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
+        self._spawn(cmd)
+        self._wait_ready()
         self.last_start_s = time.monotonic() - started
 
     def _properties(self, ports: BrokerPorts) -> dict[str, str]:
@@ -501,8 +486,7 @@ class KafkaBroker(LocalServer):
 
         deadline = time.monotonic() + self.start_timeout_s
         port = self.ports.broker
-        if not wait_until(lambda: port_open(port), alive=lambda: self.running, timeout_s=self.start_timeout_s):
-            self._fail_start("its port never opened")
+        self._await(lambda: port_open(port), why_not="its port never opened")
         reason = ""
         while time.monotonic() < deadline:
             if not self.running:
@@ -512,11 +496,3 @@ class KafkaBroker(LocalServer):
                 return
             time.sleep(0.5)
         self._fail_start(f"it was not ready after {self.start_timeout_s:.0f} s ({reason})")
-
-    def _fail_start(self, why: str) -> NoReturn:
-        proc = self._proc
-        if proc is not None and proc.poll() is not None:
-            why = f"it exited with code {proc.returncode}"
-        raise DevenvError(
-            f"Kafka {self.version} did not start: {why}; see {self.log_path}", detail=log_tail(self.log_path)
-        )

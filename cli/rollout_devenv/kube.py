@@ -11,7 +11,6 @@ writes them, so a test's simulated world moves `status` itself.
 
 from __future__ import annotations
 
-import atexit
 import base64
 import fcntl
 import hashlib
@@ -31,16 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rollout_devenv._proc import (
-    LOOPBACK,
-    DevenvError,
-    LocalServer,
-    free_port,
-    log_tail,
-    spawn,
-    stop_process,
-    wait_until,
-)
+from rollout_devenv._proc import LOOPBACK, DevenvError, free_port, log_tail, spawn, stop_process
+from rollout_devenv._server import LocalServer, OnePortServer
 from rollout_devenv.kafka import cache_root
 from rollout_devenv.tls import _openssl
 
@@ -204,48 +195,34 @@ def _get(url: str, *, token: str | None = None, context: ssl.SSLContext | None =
         return 0, b""
 
 
-class EtcdServer(LocalServer):
+class EtcdServer(LocalServer[tuple[int, int]]):
     """Debian's etcd on loopback ports, its data in `data_dir`; the store of the apiservers."""
 
-    def __init__(self, *, data_dir: Path | None = None, start_timeout_s: float = 30.0) -> None:
-        self._owns_data_dir = data_dir is None
-        self.data_dir = Path(tempfile.mkdtemp(prefix="rollout-etcd-")) if data_dir is None else data_dir
-        self.log_path = self.data_dir / "etcd.log"
-        self.start_timeout_s = start_timeout_s
-        self._ports: tuple[int, int] | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+    title = "etcd"
+    subject = "etcd"
+    # Chosen ports of etcd have been lost to other processes on a loaded machine: it tries new ones.
+    port_attempts = 3
 
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+    def __init__(self, *, data_dir: Path | None = None, start_timeout_s: float = 30.0) -> None:
+        super().__init__(
+            data_dir=data_dir, prefix="rollout-etcd-", log_name="etcd.log", start_timeout_s=start_timeout_s
+        )
 
     @property
     def url(self) -> str:
-        if self._ports is None:
-            raise DevenvError("etcd has not been started yet, so it has no port")
-        return f"http://{LOOPBACK}:{self._ports[0]}"
+        return f"http://{LOOPBACK}:{self._started_ports[0]}"
 
-    def start(self) -> None:
-        if self.running:
-            return
-        chosen = self._ports is not None
-        for attempt in range(_PORT_ATTEMPTS):
-            if not chosen:
-                self._ports = (free_port(), free_port())
-            try:
-                self._start_once()
-                return
-            except DevenvError:
-                # A free port found here can be taken by another process before etcd binds it (a
-                # loaded machine running other servers): choose new ports, unless they were given.
-                if chosen or attempt == _PORT_ATTEMPTS - 1 or "address already in use" not in log_tail(self.log_path):
-                    raise
-                shutil.rmtree(self.data_dir / "data", ignore_errors=True)  # bootstrapped with the old ports
+    def _new_ports(self) -> tuple[int, int]:
+        return free_port(), free_port()
+
+    def _release_ports(self) -> None:
+        super()._release_ports()
+        shutil.rmtree(self.data_dir / "data", ignore_errors=True)  # bootstrapped with the old ports
 
     def _start_once(self) -> None:
         binary = find_etcd()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        client, peer = self._ports or (free_port(), free_port())
+        client, peer = self._choose_ports()
         cmd = [
             str(binary),
             "--name", "rollout-local",
@@ -258,20 +235,14 @@ class EtcdServer(LocalServer):
             # A test store: losing the last writes on a crash does not matter, speed does.
             "--unsafe-no-fsync",
         ]  # fmt: skip
-        self._proc = spawn(cmd, log_path=self.log_path, cwd=self.data_dir)
-        atexit.register(self.stop)
+        self._spawn(cmd)
         url = self.url
 
         def healthy() -> bool:
             status, body = _get(f"{url}/health")
             return status == 200 and b'"true"' in body
 
-        if not wait_until(healthy, alive=lambda: self.running, timeout_s=self.start_timeout_s):
-            self.stop()
-            raise DevenvError(f"etcd did not start; see {self.log_path}", detail=log_tail(self.log_path))
-
-
-_PORT_ATTEMPTS = 3
+        self._await(healthy, why_not="/health never said true")
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +254,7 @@ class KubeUser:
     groups: tuple[str, ...] = ()
 
 
-class KubeApiServer(LocalServer):
+class KubeApiServer(OnePortServer):
     """One kube-apiserver on a loopback port, storing under `etcd_prefix` in `etcd`.
 
     It authenticates bearer tokens from a static file (an admin in `system:masters`, plus any
@@ -291,6 +262,9 @@ class KubeApiServer(LocalServer):
     `kubeconfig_for(user)` writes one for another user. Clients check the server's generated
     certificate against its own CA (`ca_data`).
     """
+
+    title = "kube-apiserver"
+    subject = "the apiserver"
 
     def __init__(
         self,
@@ -305,29 +279,15 @@ class KubeApiServer(LocalServer):
         self.etcd = etcd
         self.etcd_prefix = etcd_prefix
         self.name = name
-        self._owns_data_dir = data_dir is None
-        self.data_dir = Path(tempfile.mkdtemp(prefix="rollout-kube-")) if data_dir is None else data_dir
-        self.log_path = self.data_dir / "kube-apiserver.log"
-        self.start_timeout_s = start_timeout_s
+        super().__init__(
+            data_dir=data_dir, prefix="rollout-kube-", log_name="kube-apiserver.log", start_timeout_s=start_timeout_s
+        )
         self.admin = KubeUser(name=ADMIN_USER, token=secrets.token_hex(16), groups=("system:masters",))
         self.users = tuple(users)
         self.last_start_s: float | None = None
-        self._port: int | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
 
     def __repr__(self) -> str:
-        state = "running" if self.running else "stopped"
-        return f"KubeApiServer(name={self.name!r}, prefix={self.etcd_prefix!r}, {state})"
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise DevenvError("the apiserver has not been started yet, so it has no port")
-        return self._port
+        return f"KubeApiServer(name={self.name!r}, prefix={self.etcd_prefix!r}, {self._state})"
 
     @property
     def url(self) -> str:
@@ -381,18 +341,15 @@ class KubeApiServer(LocalServer):
             "--profiling=false",
         ]
 
-    def start(self) -> None:
+    def _start_once(self) -> None:
         """Start the apiserver and return once `/readyz` answers 200 to the admin."""
-        if self.running:
-            return
         binary = kube_apiserver_binary()
         if not self.etcd.running:
             raise DevenvError("start etcd before the apiserver")
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._port = self._port or free_port()
+        self._choose_ports()
         started = time.monotonic()
-        self._proc = spawn(self._command(binary), log_path=self.log_path, cwd=self.data_dir)
-        atexit.register(self.stop)
+        self._spawn(self._command(binary))
         insecure = ssl.create_default_context()
         # Only until the certificate exists: the readiness probe, never a client.
         insecure.check_hostname = False
@@ -402,12 +359,7 @@ class KubeApiServer(LocalServer):
         def ready() -> bool:
             return _get(f"{url}/readyz", token=token, context=insecure)[0] == 200
 
-        if not wait_until(ready, alive=lambda: self.running, timeout_s=self.start_timeout_s, interval_s=0.5):
-            proc = self._proc
-            why = f"it exited with code {proc.returncode}" if proc.poll() is not None else "/readyz never said ok"
-            self.stop()
-            message = f"kube-apiserver did not start: {why}; see {self.log_path}"
-            raise DevenvError(message, detail=log_tail(self.log_path))
+        self._await(ready, why_not="/readyz never said ok", interval_s=0.5)
         self.last_start_s = time.monotonic() - started
         self.kubeconfig_for(self.admin, path=self.kubeconfig)
 

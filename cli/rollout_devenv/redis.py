@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import shutil
 import socket
 import ssl
-import subprocess
-import tempfile
 from pathlib import Path
 
-from rollout_devenv._proc import (
-    LOOPBACK,
-    DevenvError,
-    LocalServer,
-    free_port,
-    log_tail,
-    spawn,
-    wait_until,
-)
+from rollout_devenv._proc import LOOPBACK, DevenvError
+from rollout_devenv._server import OnePortServer
 from rollout_devenv.tls import TlsFiles
 
 DEFAULT_START_TIMEOUT_S = 20.0
@@ -72,7 +62,7 @@ def _connect(port: int, tls: ssl.SSLContext | None) -> socket.socket:
         raise
 
 
-class RedisServer(LocalServer):
+class RedisServer(OnePortServer):
     """One `redis-server` with its files in `data_dir`.
 
     By default it keeps nothing on disk (`--save "" --appendonly no`). With `aof=True` every write
@@ -87,6 +77,9 @@ class RedisServer(LocalServer):
     With `tls` (see `rollout_devenv.tls`) the server takes TLS connections only, on the same port;
     `url` is then a `rediss://` one, and clients check the server against `tls.cert`.
     """
+
+    title = "redis-server"
+    subject = "the Redis server"
 
     def __init__(
         self,
@@ -106,29 +99,15 @@ class RedisServer(LocalServer):
         self.password = password
         self.user = user
         self.tls = tls
-        # A data dir made here is ours to delete in `stop(remove_data=True)`; a given one is not.
-        self._owns_data_dir = data_dir is None
-        self.data_dir = Path(tempfile.mkdtemp(prefix="rollout-redis-")) if data_dir is None else data_dir
-        self.log_path = self.data_dir / "redis.log"
+        super().__init__(
+            data_dir=data_dir, prefix="rollout-redis-", log_name="redis.log", start_timeout_s=start_timeout_s
+        )
         self.aof = aof
-        self.start_timeout_s = start_timeout_s
-        self._port = port
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._ports = port
 
     def __repr__(self) -> str:
-        state = "running" if self.running else "stopped"
         auth = f", user={self.user!r}" if self.user else ", password=***" if self.password else ""
-        return f"RedisServer(data_dir={str(self.data_dir)!r}, aof={self.aof}{auth}, {state})"
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise DevenvError("the Redis server has not been started yet, so it has no port")
-        return self._port
+        return f"RedisServer(data_dir={str(self.data_dir)!r}, aof={self.aof}{auth}, {self._state})"
 
     @property
     def url(self) -> str:
@@ -184,24 +163,15 @@ class RedisServer(LocalServer):
             "",
         ]
 
-    def start(self) -> None:
+    def _start_once(self) -> None:
         """Start the server and return once it answers PING."""
-        if self.running:
-            return
         binary = find_redis_server()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        # Chosen once: a restart comes back on the same port, so clients keep their URL.
-        self._port = self._port or free_port()
-        self._proc = spawn(self._command(binary), log_path=self.log_path, cwd=self.data_dir)
-        atexit.register(self.stop)
-        port = self.port
+        port = self._choose_ports()
+        self._spawn(self._command(binary))
         password, user, tls = self.password, self.user, self.client_tls()
 
         def answers() -> bool:
             return redis_answers_ping(port, password=password, user=user, tls=tls)
 
-        if not wait_until(answers, alive=lambda: self.running, timeout_s=self.start_timeout_s):
-            proc = self._proc
-            why = f"it exited with code {proc.returncode}" if proc.poll() is not None else "no answer to PING"
-            self.stop()
-            raise DevenvError(f"redis-server did not start: {why}; see {self.log_path}", detail=log_tail(self.log_path))
+        self._await(answers, why_not="no answer to PING")

@@ -7,7 +7,7 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,47 @@ class Pace:
     upgrade_s: float
     max_concurrent: int
     ready_after_s: float
+
+
+def staged_fleet(
+    *,
+    name: str,
+    stages: Sequence[str],
+    per_stage: int,
+    version: str,
+    soak: str | Mapping[str, str],
+    max_new: int,
+    sequence_name: str | None = None,
+) -> dict[str, Any]:
+    """A scenario document: per stage, `per_stage` clusters on `version` labelled `env: <stage>`
+    (named as `staged_cluster_names` lists them), and a sequence on the `regular` channel taking
+    the stages in order, each selecting its own clusters, soaking `soak` (one duration, or one
+    per stage) and upgrading at most `max_new` clusters at a time, half of the stage at most."""
+    return {
+        "name": name,
+        "generate": [
+            {"count": per_stage, "name": f"{stage}-{{i:02d}}", "labels": {"env": stage}, "version": version}
+            for stage in stages
+        ],
+        "sequence": {
+            "name": sequence_name or name,
+            "channel": "regular",
+            "stages": [
+                {
+                    "name": stage,
+                    "clusterSelector": {"matchLabels": {"env": stage}},
+                    "soak": soak if isinstance(soak, str) else soak[stage],
+                    "rolloutStrategy": {"maxNew": max_new, "maxUnavailable": "50%"},
+                }
+                for stage in stages
+            ],
+        },
+    }
+
+
+def staged_cluster_names(stages: Sequence[str], per_stage: int) -> list[str]:
+    """The clusters of `staged_fleet`, stage by stage."""
+    return [f"{stage}-{i:02d}" for stage in stages for i in range(1, per_stage + 1)]
 
 
 def apply_fleet(document: dict[str, Any], *, tmp_path: Path, prefix: str, kafka_bootstrap: str, redis_url: str) -> None:

@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_system import Pace, apply_fleet, publish_release, start_system, wait_for_fleet
+from e2e_system import (
+    Pace,
+    apply_fleet,
+    publish_release,
+    staged_cluster_names,
+    staged_fleet,
+    start_system,
+    wait_for_fleet,
+)
 from playwright.sync_api import Page, expect
 from service_processes import ServiceProcesses
 
@@ -38,26 +46,15 @@ def _run_aside(work: Coroutine[Any, Any, None]) -> None:
 
 
 def scenario_document() -> dict[str, Any]:
-    return {
-        "name": "dashboard",
-        "generate": [
-            {"count": PER_STAGE, "name": f"{stage}-{{i:02d}}", "labels": {"env": stage}, "version": OLD}
-            for stage in STAGES
-        ],
-        "sequence": {
-            "name": "dashboard-e2e",
-            "channel": "regular",
-            "stages": [
-                {
-                    "name": stage,
-                    "clusterSelector": {"matchLabels": {"env": stage}},
-                    "soak": "2h",
-                    "rolloutStrategy": {"maxNew": 5, "maxUnavailable": "50%"},
-                }
-                for stage in STAGES
-            ],
-        },
-    }
+    return staged_fleet(
+        name="dashboard",
+        sequence_name="dashboard-e2e",
+        stages=STAGES,
+        per_stage=PER_STAGE,
+        version=OLD,
+        soak="2h",
+        max_new=5,
+    )
 
 
 def test_planner_dashboard_follows_a_release_on_the_real_broker(
@@ -69,7 +66,7 @@ def test_planner_dashboard_follows_a_release_on_the_real_broker(
     redis_url: str,
     screenshots: Path,
 ) -> None:
-    names = [f"{stage}-{i:02d}" for stage in STAGES for i in range(1, PER_STAGE + 1)]
+    names = staged_cluster_names(STAGES, PER_STAGE)
     apply_fleet(
         scenario_document(), tmp_path=tmp_path, prefix=prefix, kafka_bootstrap=kafka_bootstrap, redis_url=redis_url
     )

@@ -24,6 +24,8 @@ from e2e_system import (
     publish_release,
     read_until,
     settled,
+    staged_cluster_names,
+    staged_fleet,
     start_system,
     wait_for_fleet,
 )
@@ -46,31 +48,12 @@ PACE = Pace(time_scale=TIME_SCALE, upgrade_s=1.0, max_concurrent=5, ready_after_
 
 
 def scenario_document() -> dict[str, Any]:
-    return {
-        "name": "e2e",
-        "generate": [
-            {"count": PER_STAGE, "name": f"{stage}-{{i:02d}}", "labels": {"env": stage}, "version": OLD}
-            for stage in STAGES
-        ],
-        "sequence": {
-            "name": "e2e",
-            "channel": "regular",
-            "stages": [
-                {
-                    "name": stage,
-                    "clusterSelector": {"matchLabels": {"env": stage}},
-                    "soak": "2h",
-                    "rolloutStrategy": {"maxNew": 5, "maxUnavailable": "50%"},
-                }
-                for stage in STAGES
-            ],
-        },
-        "simulation": {"upgradeDuration": {"controlPlane": "10m", "nodes": "10m"}, "readyAfter": "1m"},
-    }
+    fleet = staged_fleet(name="e2e", stages=STAGES, per_stage=PER_STAGE, version=OLD, soak="2h", max_new=5)
+    return fleet | {"simulation": {"upgradeDuration": {"controlPlane": "10m", "nodes": "10m"}, "readyAfter": "1m"}}
 
 
 def cluster_names() -> list[str]:
-    return [f"{stage}-{i:02d}" for stage in STAGES for i in range(1, PER_STAGE + 1)]
+    return staged_cluster_names(STAGES, PER_STAGE)
 
 
 def predicted_completions() -> dict[tuple[str, str], str]:

@@ -35,6 +35,8 @@ from e2e_system import (
     publish_release,
     read_until,
     settled,
+    staged_cluster_names,
+    staged_fleet,
     start_system,
     wait_for_fleet,
 )
@@ -62,30 +64,12 @@ PACE = Pace(time_scale=TIME_SCALE, upgrade_s=0.5, max_concurrent=2, ready_after_
 
 
 def scenario_document() -> dict[str, Any]:
-    return {
-        "name": "restart",
-        "generate": [
-            {"count": PER_STAGE, "name": f"{stage}-{{i:02d}}", "labels": {"env": stage}, "version": OLD}
-            for stage in STAGES
-        ],
-        "sequence": {
-            "name": "restart",
-            "channel": "regular",
-            "stages": [
-                {
-                    "name": stage,
-                    "clusterSelector": {"matchLabels": {"env": stage}},
-                    "soak": f"{int(SOAK_S[stage])}s",
-                    "rolloutStrategy": {"maxNew": 2, "maxUnavailable": "50%"},
-                }
-                for stage in STAGES
-            ],
-        },
-    }
+    soaks = {stage: f"{int(SOAK_S[stage])}s" for stage in STAGES}
+    return staged_fleet(name="restart", stages=STAGES, per_stage=PER_STAGE, version=OLD, soak=soaks, max_new=2)
 
 
 def cluster_names() -> list[str]:
-    return [f"{stage}-{i:02d}" for stage in STAGES for i in range(1, PER_STAGE + 1)]
+    return staged_cluster_names(STAGES, PER_STAGE)
 
 
 def wanted() -> set[tuple[str, str]]:

@@ -21,7 +21,16 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from e2e_system import Pace, apply_fleet, publish_release, read_until, start_system, wait_for_fleet
+from e2e_system import (
+    Pace,
+    apply_fleet,
+    publish_release,
+    read_until,
+    staged_cluster_names,
+    staged_fleet,
+    start_system,
+    wait_for_fleet,
+)
 from service_processes import ServiceProcesses
 from topic_reader import Message
 
@@ -45,30 +54,12 @@ COMPLETE_TIMEOUT_S = 180.0
 
 
 def scenario_document() -> dict[str, Any]:
-    return {
-        "name": "standby",
-        "generate": [
-            {"count": PER_STAGE, "name": f"{stage}-{{i:02d}}", "labels": {"env": stage}, "version": OLD}
-            for stage in STAGES
-        ],
-        "sequence": {
-            "name": "standby",
-            "channel": "regular",
-            "stages": [
-                {
-                    "name": stage,
-                    "clusterSelector": {"matchLabels": {"env": stage}},
-                    "soak": f"{SOAK_S[stage]}s",
-                    "rolloutStrategy": {"maxNew": 2, "maxUnavailable": "50%"},
-                }
-                for stage in STAGES
-            ],
-        },
-    }
+    soaks = {stage: f"{SOAK_S[stage]}s" for stage in STAGES}
+    return staged_fleet(name="standby", stages=STAGES, per_stage=PER_STAGE, version=OLD, soak=soaks, max_new=2)
 
 
 def cluster_names() -> list[str]:
-    return [f"{stage}-{i:02d}" for stage in STAGES for i in range(1, PER_STAGE + 1)]
+    return staged_cluster_names(STAGES, PER_STAGE)
 
 
 class Lease:

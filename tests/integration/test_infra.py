@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import redis.asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from rollout_devenv import KafkaBroker, RedisServer
+from rollout_devenv import DevenvError, KafkaBroker, RedisServer
+from rollout_devenv._proc import LOOPBACK
 
 pytestmark = pytest.mark.integration
 
@@ -134,3 +136,20 @@ def test_redis_with_aof_keeps_data_across_restart(tmp_path: Path, topic_prefix: 
         assert server.url == url
         with redis.Redis.from_url(server.url) as client:
             assert client.get(f"{topic_prefix}:key") == b"kept"
+
+
+def test_a_server_whose_given_port_is_taken_fails_with_its_exit_and_leaves_nothing_running(tmp_path: Path) -> None:
+    """The start every local server shares: a port it was given is not swapped for another (its
+    clients hold that address), the error names the child's exit and carries its log's tail, and
+    no process is left behind."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind((LOOPBACK, 0))
+        holder.listen()
+        port = int(holder.getsockname()[1])
+        server = RedisServer(data_dir=tmp_path, port=port)
+        with pytest.raises(DevenvError) as raised:
+            server.start()
+    assert raised.value.message == f"redis-server did not start: it exited with code 1; see {server.log_path}"
+    assert "Address already in use" in raised.value.detail
+    assert not server.running
+    assert server.port == port

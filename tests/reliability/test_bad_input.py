@@ -17,16 +17,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiokafka.errors as kerr  # type: ignore[import-untyped]
 import pytest
-import redis.asyncio as aioredis
 from aiokafka import AIOKafkaProducer
-from canary_prod import NEW, OLD, canary_prod_fleet, canary_prod_state
+from canary_prod import NEW, OLD, START, canary_prod_fleet, running_canary_prod_planner
 from poison import POISON, poison_reason, poisoned_decide
 from pydantic import BaseModel
 from topic_reader import Message, bodies, read_topic
@@ -70,16 +69,9 @@ from rollout_executor.metrics import ExecutorMetrics
 from rollout_executor.service import ExecutorService
 from rollout_executor.settings import CommandDriverSettings, ExecutorSettings
 from rollout_executor.target import UpgradeTarget
-from rollout_planner.engine import EngineState
-from rollout_planner.engine import decide as engine_decide
-from rollout_planner.service.clock import ManualClock
-from rollout_planner.service.planner import Planner
-from rollout_planner.service.quarantine import Decide
-from rollout_planner.service.settings import PlannerSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
-START = 1_767_225_600.0
 # Just under the broker's limit (message.max.bytes 1048588) and the producer's (1 MiB), over ours.
 HUGE = MAX_VALUE_BYTES + 1000
 
@@ -277,44 +269,6 @@ def _poison(topic: TopicDef, command_id: str) -> Case:
     return Case("handler-raises", *_encoded(model, name), reason=poison_reason(model.kind))
 
 
-@contextlib.asynccontextmanager
-async def _planner(
-    bootstrap: str, redis_url: str, prefix: str, *, keep_store: bool = False, decide: Decide = engine_decide
-) -> AsyncIterator[tuple[Planner, asyncio.Task[None]]]:
-    bus = KafkaBus(bootstrap, client_id=f"{prefix}planner")
-    store = RedisStore(redis_url, namespace=prefix)
-    settings = PlannerSettings(
-        topic_prefix=prefix, planner_group=f"{prefix}planner", poll_timeout_s=0.2, http_port=0, retry_backoff_s=0.05
-    )
-
-    async def initial() -> EngineState:
-        return canary_prod_state("bad")
-
-    planner = Planner(
-        bus=bus, store=store, settings=settings, clock=ManualClock(START), initial_state=initial, decide=decide
-    )
-    task = asyncio.create_task(planner.run())
-    try:
-        yield planner, task
-    finally:
-        planner.stop()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(task, 30)
-        await bus.close()
-        await store.close()
-        if not keep_store:
-            await _forget(redis_url, prefix)
-
-
-async def _forget(redis_url: str, prefix: str) -> None:
-    client = aioredis.Redis.from_url(redis_url)
-    try:
-        async for key in client.scan_iter(match=f"{prefix}:*"):
-            await client.delete(key)
-    finally:
-        await client.aclose()
-
-
 def _release(event_id: str = "rel-1") -> ReleaseTarget:
     return ReleaseTarget(event_id=event_id, channel="regular", targets={"1.30": NEW})
 
@@ -462,7 +416,9 @@ async def test_the_planner_survives_bad_input(
     admin = KafkaBus(kafka_bootstrap, client_id=f"{prefix}admin")
     await admin.ensure_topics([t.spec(prefix) for t in ALL])
     await admin.close()
-    async with _planner(kafka_bootstrap, redis_url, prefix, decide=poisoned_decide) as (planner, task):
+    async with running_canary_prod_planner(
+        kafka_bootstrap, redis_url, prefix, name="bad", decide=poisoned_decide
+    ) as planner:
         # A running rollout first, so commands, results and readiness have something to act on.
         value, headers = _encoded(_release("rel-1"), "rel-1")
         await _produce_all(kafka_bootstrap, prefix + RELEASE_TARGETS.name, [(b"regular", value, headers)])
@@ -490,7 +446,6 @@ async def test_the_planner_survives_bad_input(
         letters = _letters(
             await _read(kafka_bootstrap, prefix + DEAD_LETTER.name, until=lambda rs: len(_letters(rs)) >= len(expected))
         )
-        assert not task.done(), "the planner stopped"
         assert planner.ready
     assert set(letters) == set(expected), "every malformed record, and only those, is a dead letter"
     for name, reason in expected.items():

@@ -4,15 +4,12 @@ SDK's Kafka binding."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 from aiokafka import AIOKafkaProducer
-from canary_prod import NEW, OLD, canary_prod_state
+from canary_prod import NEW, OLD, START, running_canary_prod_planner
 from cloudevents.core.bindings import kafka as ce_kafka
 from cloudevents.core.formats.json import JSONFormat
 from cloudevents.core.v1.event import CloudEvent
@@ -20,7 +17,6 @@ from pydantic import BaseModel
 from topic_reader import Message, read_topic
 
 from rollout_adapters.kafka_bus import KafkaBus
-from rollout_adapters.redis_store import RedisStore
 from rollout_common import envelope
 from rollout_common.commands import StageAdvance
 from rollout_common.events import InventoryChange, OperatorCommand, Readiness, ReleaseTarget, UpgradeResult
@@ -39,12 +35,6 @@ from rollout_common.topics.catalog import (
     UPGRADE_RESULTS,
     TopicDef,
 )
-from rollout_planner.engine import EngineState
-from rollout_planner.service.clock import ManualClock
-from rollout_planner.service.planner import Planner
-from rollout_planner.service.settings import PlannerSettings
-
-START = 1_767_225_600.0
 
 # One event per input topic of every service, as a producer using the SDK would write it.
 SAMPLES: list[tuple[TopicDef, BaseModel]] = [
@@ -101,34 +91,6 @@ def test_every_input_topic_reads_both_content_modes(mode: str, topic: TopicDef, 
     )
 
 
-@contextlib.asynccontextmanager
-async def _planner(bootstrap: str, redis_url: str, prefix: str) -> Any:
-    bus = KafkaBus(bootstrap, client_id=f"{prefix}planner")
-    store = RedisStore(redis_url, namespace=prefix)
-    settings = PlannerSettings(
-        topic_prefix=prefix, planner_group=f"{prefix}planner", poll_timeout_s=0.2, http_port=0, retry_backoff_s=0.05
-    )
-
-    async def initial() -> EngineState:
-        return canary_prod_state("sdk")
-
-    planner = Planner(bus=bus, store=store, settings=settings, clock=ManualClock(START), initial_state=initial)
-    task = asyncio.create_task(planner.run())
-    try:
-        yield planner
-        assert not task.done(), "the planner stopped"
-    finally:
-        planner.stop()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(task, 30)
-        await bus.close()
-        await store.close()
-        client = aioredis.Redis.from_url(redis_url)
-        async for key in client.scan_iter(match=f"{prefix}:*"):
-            await client.delete(key)
-        await client.aclose()
-
-
 def _sdk_events(records: list[Message]) -> list[Any]:
     """The progress records read through the SDK's Kafka binding (it detects the mode)."""
     return [
@@ -163,7 +125,7 @@ async def test_the_planner_accepts_sdk_events_in_both_modes_and_its_progress_rea
         _sdk_event(ReleaseTarget(event_id="rel-structured", channel="regular", targets={"1.30": NEW}), "s-1"),
         JSONFormat(),
     )
-    async with _planner(kafka_bootstrap, redis_url, prefix):
+    async with running_canary_prod_planner(kafka_bootstrap, redis_url, prefix, name="sdk"):
         producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True)
         await producer.start()
         try:

@@ -7,15 +7,17 @@ changing the state in place for the batch's other events, as an engine failing h
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-
 import pytest
-import redis.asyncio as aioredis
 from aiokafka import AIOKafkaProducer
 from aiokafka.structs import RecordMetadata
-from canary_prod import OLD, canary_prod_state
+from canary_prod import (
+    OLD,
+    START,
+    canary_prod_planner,
+    canary_prod_state,
+    forget_namespace,
+    running_canary_prod_planner,
+)
 from poison import POISON, RAISED, PoisonError, poison_reason, poisoned_decide
 from topic_reader import bodies, read_topic
 
@@ -31,13 +33,8 @@ from rollout_planner.engine import EngineState
 from rollout_planner.engine import decide as engine_decide
 from rollout_planner.engine import snapshot as engine_snapshot
 from rollout_planner.service.checkpoint import CHECKPOINT_KEY, SNAPSHOT_KEY, Checkpoint
-from rollout_planner.service.clock import ManualClock
 from rollout_planner.service.journal import SNAPSHOT_BATCH_KEY, JournalReplayError, encode_entry, journal_key
-from rollout_planner.service.planner import Planner
-from rollout_planner.service.quarantine import Decide, EngineFailureError, engine_version, search
-from rollout_planner.service.settings import PlannerSettings
-
-START = 1_767_225_600.0
+from rollout_planner.service.quarantine import EngineFailureError, engine_version, search
 
 
 def _upsert(name: str) -> InventoryChange:
@@ -49,24 +46,11 @@ def _seq6(found: list[dict[str, object]]) -> list[str]:
     return [str(b["cluster"]) for b in found if b.get("kind") == "notice" and b.get("code") == "SEQ-6"]
 
 
-def _new_planner(bus: KafkaBus, store: RedisStore, prefix: str, decide: Decide) -> Planner:
-    settings = PlannerSettings(
-        topic_prefix=prefix, planner_group=f"{prefix}planner", poll_timeout_s=0.2, http_port=0, retry_backoff_s=0.05
-    )
-
-    async def initial() -> EngineState:
-        return canary_prod_state("quarantine")
-
-    return Planner(
-        bus=bus, store=store, settings=settings, clock=ManualClock(START), initial_state=initial, decide=decide
-    )
-
-
 async def _restored(bootstrap: str, redis_url: str, prefix: str) -> bytes:
     """The state a restarted planner (with the real engine) restores from the store, as a snapshot."""
     bus = KafkaBus(bootstrap, client_id=f"{prefix}restarted")
     store = RedisStore(redis_url, namespace=prefix)
-    planner = _new_planner(bus, store, prefix, engine_decide)
+    planner = canary_prod_planner(bus, store, prefix, name="quarantine")
     try:
         assert await planner.start()
         return engine_snapshot.dump(planner.state)
@@ -74,32 +58,6 @@ async def _restored(bootstrap: str, redis_url: str, prefix: str) -> bytes:
         await planner.close()
         await bus.close()
         await store.close()
-
-
-@contextlib.asynccontextmanager
-async def _planner(bootstrap: str, redis_url: str, prefix: str, decide: Decide) -> AsyncIterator[Planner]:
-    bus = KafkaBus(bootstrap, client_id=f"{prefix}planner")
-    store = RedisStore(redis_url, namespace=prefix)
-    planner = _new_planner(bus, store, prefix, decide)
-    task = asyncio.create_task(planner.run())
-    try:
-        yield planner
-        assert not task.done(), "the planner stopped"
-    finally:
-        planner.stop()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(task, 30)
-        await bus.close()
-        await store.close()
-
-
-async def _forget(redis_url: str, prefix: str) -> None:
-    client = aioredis.Redis.from_url(redis_url)
-    try:
-        async for key in client.scan_iter(match=f"{prefix}:*"):
-            await client.delete(key)
-    finally:
-        await client.aclose()
 
 
 @pytest.mark.integration
@@ -119,7 +77,9 @@ async def test_the_planner_sets_aside_an_event_its_decision_raises_on_and_decide
     # One key, so one partition, produced before the planner starts: one poll, one batch.
     sent = await _produce(kafka_bootstrap, topic, ["can-3", f"{POISON}-1", "can-4"], key=b"batch")
     try:
-        async with _planner(kafka_bootstrap, redis_url, prefix, poisoned_decide) as planner:
+        async with running_canary_prod_planner(
+            kafka_bootstrap, redis_url, prefix, name="quarantine", decide=poisoned_decide, forget=False
+        ) as planner:
             found = bodies(
                 await read_topic(kafka_bootstrap, prefix + PROGRESS.name, until=lambda rs: len(_seq6(bodies(rs))) >= 2)
             )
@@ -137,7 +97,7 @@ async def test_the_planner_sets_aside_an_event_its_decision_raises_on_and_decide
         # A restart replays the journal, which holds the good events only.
         assert await _restored(kafka_bootstrap, redis_url, prefix) == before_restart
     finally:
-        await _forget(redis_url, prefix)
+        await forget_namespace(redis_url, prefix)
     # each applied once, around the poison (notices may sit on several partitions: order aside)
     assert sorted(_seq6(found)) == ["can-3", "can-4"]
     assert sorted(_seq6(after)) == ["can-3", "can-4", "can-5"]
@@ -263,7 +223,7 @@ async def test_a_journal_replay_failure_is_reported_as_the_journals_not_the_snap
                 }
             )
             bus = KafkaBus(kafka_bootstrap, client_id=f"{prefix}replay")
-            planner = _new_planner(bus, store, prefix, decide)
+            planner = canary_prod_planner(bus, store, prefix, name="quarantine", decide=decide)
             try:
                 with pytest.raises(JournalReplayError) as raised:
                     await planner.start()
@@ -273,4 +233,4 @@ async def test_a_journal_replay_failure_is_reported_as_the_journals_not_the_snap
             assert str(raised.value) == expected
     finally:
         await store.close()
-        await _forget(redis_url, prefix)
+        await forget_namespace(redis_url, prefix)

@@ -12,10 +12,9 @@ from collections.abc import AsyncIterator
 
 import aiokafka.errors as kerr  # type: ignore[import-untyped]
 import pytest
-import redis.asyncio as aioredis
 from acl_table import PLANNER_GROUP, acls
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from canary_prod import NEW, canary_prod_state
+from canary_prod import NEW, canary_prod_state, forget_namespace
 from secure_kafka import SecureKafka
 from topic_reader import bodies
 
@@ -80,12 +79,7 @@ async def planner_as(secure: SecureKafka, redis_url: str, user: str = "planner")
         finally:
             await bus.close()
             await store.close()
-            client = aioredis.Redis.from_url(redis_url)
-            try:
-                async for key in client.scan_iter(match=f"{secure.prefix}:*"):
-                    await client.delete(key)
-            finally:
-                await client.aclose()
+            await forget_namespace(redis_url, secure.prefix)
 
 
 async def test_the_broker_holds_exactly_the_least_privilege_acls(secure: SecureKafka) -> None:
