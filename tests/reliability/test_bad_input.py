@@ -665,7 +665,15 @@ async def test_the_monitor_survives_bad_input(kafka_bootstrap: str, topic_prefix
     assert set(letters) == set(expected)
     for name, reason in expected.items():
         assert reason in letters[name], (name, letters[name])
-    assert ready == {"kind": "readiness", "cluster": "c9", "ready": True, "reason": "reported ready", "observedAt": now}
+    assert ready == {
+        "kind": "readiness",
+        "cluster": "c9",
+        "ready": True,
+        "reason": "reported ready",
+        "observedAt": now,
+        "controlPlaneVersion": None,  # the heartbeat carried no versions (a probe that reads none)
+        "nodeVersion": None,
+    }
 
 
 # -- the Kafka adapter -----------------------------------------------------------------------------
