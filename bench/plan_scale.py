@@ -240,6 +240,32 @@ def collect(sizes: list[int], *, isolate: bool, log: Any = sys.stderr) -> dict[s
     return {"results": results, "load": f"{load_before} before, {_load_average()} after"}
 
 
+def verdicts(data: dict[str, Any]) -> list[tuple[str, bool, str]]:
+    """Target 3's rows for the page's targets table, judged at the largest fleet measured."""
+    top = max(data["results"], key=lambda r: r["clusters"])
+    size = f"{top['clusters']:,}"
+    return [
+        (
+            f"plan (new_state + release) <= {LIMIT_PLAN_S:g} s at {size} clusters",
+            top["plan_s"] <= LIMIT_PLAN_S,
+            f"{top['plan_s']:.2f} s wall ({top['new_state_cpu_s'] + top['release_cpu_s']:.2f} s CPU): "
+            f"new_state {top['new_state_s']:.2f} s, release {top['release_s']:.2f} s",
+        ),
+        (
+            f"planner RSS growth, everything included, <= {LIMIT_BYTES_PER_CLUSTER:,} B per cluster",
+            top["rss_bytes_per_cluster"] <= LIMIT_BYTES_PER_CLUSTER,
+            f"{top['rss_bytes_per_cluster']:,.0f} B/cluster at {size} (records, shared profiles, partitions, "
+            "queues, runs; no inventory models kept)",
+        ),
+        (
+            f"snapshot write < {LIMIT_WRITE_S:g} s at {size} clusters",
+            top["snapshot_write_s"] < LIMIT_WRITE_S,
+            f"{top['snapshot_write_s']:.2f} s write, {top['snapshot_load_s']:.2f} s load, "
+            f"{top['snapshot_bytes'] / 1e6:.1f} MB (format 4)",
+        ),
+    ]
+
+
 def section(data: dict[str, Any]) -> list[str]:
     return page_lines(data["results"], load=data["load"])
 

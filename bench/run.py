@@ -326,6 +326,8 @@ def verdicts(data: dict[str, Any]) -> list[Verdict]:
             f"models the state keeps)",
         )
     )
+    if "plan_scale" in data:
+        out += [Verdict(name, met, detail) for name, met, detail in plan_scale.verdicts(data["plan_scale"])]
     if "windows" in data:
         out.append(Verdict(*window_verdict(data["windows"])))
     if data.get("engine_windows"):
