@@ -28,7 +28,7 @@ from typing import Any, cast
 
 import faust
 
-from rollout_adapters import kafka_fetcher_close, kafka_records
+from rollout_adapters import faust_uncommitted_seek, kafka_fetcher_close, kafka_records
 from rollout_adapters.faust_credentials import broker_credentials
 from rollout_adapters.memory_bus import kafka_partition
 from rollout_common.dead_letters import dead_letter
@@ -75,6 +75,10 @@ class HealthMonitor:
         # a SIGTERM with the broker down hangs the worker until its supervisor kills it.
         kafka_records.install()
         kafka_fetcher_close.install()
+        # faust rewinds the records it fetched during a rebalance only on partitions with a committed
+        # offset: without this, a worker killed before its first commit left its successor to start
+        # at the end of the log and never judge the heartbeats in between (BUS-4)
+        faust_uncommitted_seek.install()
         self.app = faust.App(
             settings.group(settings.app_id),
             broker=f"kafka://{settings.kafka_bootstrap}",
