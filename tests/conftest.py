@@ -39,6 +39,15 @@ class _Service:
     local: Any = None
 
 
+_KUBE_TESTS = Path(__file__).parent / "kube"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The Kubernetes tests run last, in their own order: on a machine without kube-apiserver
+    `make test` builds it in the background, and every other test runs while it builds."""
+    items.sort(key=lambda item: item.path.is_relative_to(_KUBE_TESTS))
+
+
 _DEFAULT_DOCKER_SOCKET = Path("/var/run/docker.sock")
 
 

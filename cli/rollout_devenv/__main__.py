@@ -14,7 +14,7 @@ from typing import Protocol
 
 from rollout_devenv._proc import DevenvError
 from rollout_devenv.kafka import KafkaBroker, fetch_kafka_jars
-from rollout_devenv.kube import KubeStack, build_kube_apiserver
+from rollout_devenv.kube import KubeStack, build_kube_apiserver, start_background_build
 from rollout_devenv.redis import RedisServer
 
 _PORT_FILE = "rollout-port"
@@ -60,7 +60,14 @@ def _parser() -> argparse.ArgumentParser:
     redis_run.add_argument("--port", type=int, help="listen here (default: the data dir's last port, or a free one)")
     kube = services.add_parser("kube", help="upstream kube-apiserver on Debian's etcd")
     kube_actions = kube.add_subparsers(dest="action", required=True)
-    kube_actions.add_parser("build", help="build kube-apiserver with Go (once per machine) and print its path")
+    kube_build = kube_actions.add_parser(
+        "build", help="build kube-apiserver with Go (once per machine) and print its path"
+    )
+    kube_build.add_argument(
+        "--background",
+        action="store_true",
+        help="start the build in a detached process and return at once (make test; the tests wait for it)",
+    )
     kube_run = kube_actions.add_parser(
         "run", help="start etcd and apiservers with the Cluster API and Fleet CRDs, print KUBECONFIG=..."
     )
@@ -147,7 +154,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.service == "kafka":
         return _kafka_run(args.data_dir)
     if args.service == "kube" and args.action == "build":
-        print(build_kube_apiserver())
+        print(start_background_build() if args.background else build_kube_apiserver())
         return 0
     if args.service == "kube":
         return _kube_run(args.apiservers)
