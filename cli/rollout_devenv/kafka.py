@@ -51,7 +51,9 @@ DEFAULT_START_TIMEOUT_S = 120.0
 
 
 def cache_root() -> Path:
-    return Path.home() / ".cache" / "rollout"
+    """Where fetched and built infrastructure is kept: `ROLLOUT_CACHE_DIR`, else ~/.cache/rollout
+    (a CI cache can point it at a kept folder)."""
+    return Path(os.environ.get("ROLLOUT_CACHE_DIR") or Path.home() / ".cache" / "rollout")
 
 
 def _require(path: Path) -> Path:

@@ -1,7 +1,7 @@
 """One kube-apiserver build per machine, overlapping the suite: `make test` starts it in the
 background (`rollout_devenv kube build --background`); whoever needs the binary meanwhile waits
-for that build, bounded, and raises it to normal CPU priority. The cache lives under a HOME of
-the test's own, so no real build is started or disturbed."""
+for that build, bounded, and raises it to normal CPU priority. The cache lives in a folder of
+the test's own (`ROLLOUT_CACHE_DIR`), so no real build is started or disturbed."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from rollout_devenv.kube import apiserver_home, build_kube_apiserver, kube_versi
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("ROLLOUT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(kube_module, "_LOCK_POLL_S", 0.05)
     folder = apiserver_home(kube_version())
     folder.mkdir(parents=True)
@@ -100,7 +100,7 @@ def test_the_background_build_runs_detached_and_a_waiter_gets_its_binary(
     tools.mkdir()
     fake_go = tools / "go"
     fake_go.write_text(
-        '#!/bin/sh\necho "$@" > "$HOME/go-argv"\nsleep 1\n'
+        f'#!/bin/sh\necho "$@" > {tmp_path / "go-argv"}\nsleep 1\n'
         'while [ "$1" != "-o" ]; do shift; done\nprintf "built" > "$2"\n'
     )
     fake_go.chmod(0o755)
@@ -113,7 +113,7 @@ def test_the_background_build_runs_detached_and_a_waiter_gets_its_binary(
         "the Kubernetes tests, which run last, wait for it"
     )
     assert build_kube_apiserver(quiet=True, wait_s=60.0).read_bytes() == b"built"
-    argv = (home.parents[2] / "go-argv").read_text().split()
+    argv = (tmp_path / "go-argv").read_text().split()
     assert argv[:2] == ["build", "-trimpath"]
     assert not (home / "build.pid").exists()
 

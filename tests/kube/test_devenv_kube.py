@@ -93,14 +93,23 @@ def test_apiservers_share_etcd_under_their_own_prefixes(kube_stack: KubeStack | 
     print(f"apiservers ready in {starts} s, CRDs in {kube_stack.crd_install_s or 0:.1f} s")
 
 
-def test_a_missing_binary_is_an_error_that_says_how_to_build_it(
+def test_a_binary_that_cannot_be_built_is_an_error_with_the_build_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The fixtures turn this error into a failed test: a missing apiserver never skips."""
-    monkeypatch.setenv("HOME", str(tmp_path))  # an empty ~/.cache/rollout
-    etcd = EtcdServer(data_dir=tmp_path / "etcd")
-    with pytest.raises(DevenvError) as missing:
-        KubeApiServer(etcd=etcd, data_dir=tmp_path / "apiserver").start()
-    assert missing.value.message == (
-        "kube-apiserver v1.34.2 is not built yet; run `make kube-build` (once per machine)"
+    """A missing apiserver is built on first use; when that fails, the fixtures turn the error
+    into a failed test, never a skip."""
+    monkeypatch.setenv("ROLLOUT_CACHE_DIR", str(tmp_path / "cache"))  # nothing built there
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "go").write_text(
+        "#!/bin/sh\necho 'go: k8s.io/kubernetes@v1.34.2: reading proxy: 403 Forbidden' >&2\nexit 1\n"
     )
+    (tools / "go").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    etcd = EtcdServer(data_dir=tmp_path / "etcd")
+    with pytest.raises(DevenvError) as failed:
+        KubeApiServer(etcd=etcd, data_dir=tmp_path / "apiserver").start()
+    log = tmp_path / "cache" / "kube-apiserver-v1.34.2" / "build.log"
+    assert failed.value.message == f"go build of kube-apiserver failed (exit 1); see {log}"
+    assert "reading proxy: 403 Forbidden" in failed.value.full_text()
+    assert not etcd.running
