@@ -114,5 +114,12 @@ async def _until_done_or_stopped(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    if not task.cancelled():  # cancelled after the grace period: a clean stop, not an error
-        task.result()
+    if task.cancelled():  # cancelled after the grace period: a clean stop, not an error
+        return
+    error = task.exception()
+    if isinstance(error, TransientError) and signalled.is_set():
+        # Asked to stop, the planner gives up a store write or a publish it would otherwise retry:
+        # as safe as being cancelled (the journal and the outbox redo it after a restart).
+        log.warning("stopped with a write not done; it is redone after a restart", extra={"error": str(error)})
+        return
+    task.result()
