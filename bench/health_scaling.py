@@ -100,6 +100,8 @@ async def one_run(bootstrap: str, workers: int, heartbeats: int, log_dir: Path) 
                     "ROLLOUT_STALENESS_LIMIT_S": "3600",
                     "ROLLOUT_METRICS_PORT": "0",
                     "ROLLOUT_LOG_LEVEL": "WARNING",
+                    # not the repository, the services' working directory
+                    "ROLLOUT_DATA_DIR": str(log_dir / f"monitor-{workers}-{number}-data"),
                 },
             )
         stable_s = await group_stable(bootstrap, prefix + APP_ID, workers, timeout_s=180.0)

@@ -148,7 +148,11 @@ def start_system(
     services.start(
         "monitor",
         ["rollout_health", "monitor"],
-        {"ROLLOUT_STALENESS_LIMIT_S": "60", "ROLLOUT_CHECK_INTERVAL_S": "1"},
+        {
+            "ROLLOUT_STALENESS_LIMIT_S": "60",
+            "ROLLOUT_CHECK_INTERVAL_S": "1",
+            "ROLLOUT_DATA_DIR": str(services.log_dir / "monitor-data"),
+        },
     )
 
 

@@ -168,7 +168,9 @@ async def test_sigterm_ends_the_health_monitor_and_its_worker_within_the_bound_w
         },
     )
     try:
-        monitor = services.start("monitor", ["rollout_health", "monitor"])
+        monitor = services.start(
+            "monitor", ["rollout_health", "monitor"], {"ROLLOUT_DATA_DIR": str(tmp_path / "monitor-data")}
+        )
         await wait_for_log(services, "monitor", ("[^Worker]: Ready",))
         mark = len(services.log_tail("monitor", 10_000_000))
         await asyncio.to_thread(broker.stop)

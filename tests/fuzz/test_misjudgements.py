@@ -37,6 +37,14 @@ def _argue(path: Path, doc: dict[str, Any], report: dict[str, Any]) -> Any:
     return argue(load_checker(), path, doc, report)
 
 
+def _argued_with_a_cluster_starting_on(path: Path, *, cluster: str, version: str) -> Any:
+    """The scenario's own report, judged against the scenario with `cluster` starting on `version`."""
+    doc, report = _run(path)
+    tampered = copy.deepcopy(doc)
+    next(c for c in tampered["clusters"] if c["name"] == cluster)["version"] = version
+    return _argue(path, tampered, report)
+
+
 @pytest.mark.parametrize(
     ("path", "argued"),
     [
@@ -215,11 +223,7 @@ def test_gate_3_a_cluster_the_release_targets_by_its_minor_then_is_a_breach() ->
     """GATE-3 via GATE-2 and VER-1: the same report, with c-010 starting on 1.31 (the minor rel-2
     targets at 30m): it is pending for rel-2 then, so Partition 0 - 3 is NotReady before 3 - 5."""
     path = HERE / "misjudged" / "gate3-targeted-only-after-another-release.yaml"
-    doc, report = _run(path)
-    tampered = copy.deepcopy(doc)
-    c010 = next(c for c in tampered["clusters"] if c["name"] == "c-010")
-    c010["version"] = "1.31.9-gke.200"
-    verdict = _argue(path, tampered, report)
+    verdict = _argued_with_a_cluster_starting_on(path, cluster="c-010", version="1.31.9-gke.200")
     line = "GATE-3: batch for partition Partition 3 - 5 of s0 at t=1800.0 with 1 NotReady partitions before it, "
     assert line + "maxUnavailablePartitions 0" in verdict.failures
 
@@ -229,11 +233,7 @@ def test_gate_3_a_cluster_the_release_targets_on_the_judged_track_is_a_breach() 
     (the release holds 1.29.25 for it): pending on the control-plane track, so Partition 10 - 15 has
     two not done and is NotReady before Partition 15 - 20."""
     path = HERE / "misjudged" / "gate3-nodes-only-target-on-the-control-plane-track.yaml"
-    doc, report = _run(path)
-    tampered = copy.deepcopy(doc)
-    c113 = next(c for c in tampered["clusters"] if c["name"] == "c-113")
-    c113["version"] = "1.29.20-gke.100"
-    verdict = _argue(path, tampered, report)
+    verdict = _argued_with_a_cluster_starting_on(path, cluster="c-113", version="1.29.20-gke.100")
     line = "GATE-3: batch for partition Partition 15 - 20 of s0 at t=140400.0 with 1 NotReady partitions before it, "
     assert line + "maxUnavailablePartitions 0" in verdict.failures
 

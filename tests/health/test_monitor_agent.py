@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -375,3 +376,17 @@ async def test_bus_4_a_failed_readiness_send_finishes_nothing_after_it(
         await _settle()
         assert "c1" not in monitor.table and "c2" not in monitor.table
         assert not monitor.healthy
+
+
+async def test_the_data_directory_is_the_configured_one_not_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outbox: RecordingOutbox
+) -> None:
+    """faust makes its data directory when the app first starts: in `data_dir` when one is set, so
+    a monitor started from a checkout (a test, a benchmark) leaves no `<app id>-data` tree there."""
+    cwd, data = tmp_path / "cwd", tmp_path / "data"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    made = HealthMonitor(MonitorSettings(topic_prefix="t.", data_dir=data), outbox=outbox)
+    await made.app.on_first_start()  # what a starting worker runs first: it makes the directories
+    assert list(cwd.iterdir()) == []
+    assert sorted(path.relative_to(data).as_posix() for path in data.rglob("*")) == ["v1", "v1/tables"]

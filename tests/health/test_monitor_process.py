@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -27,11 +28,12 @@ _STOP_S = 30.0
 
 
 @pytest.fixture
-def monitor_process(kafka_bootstrap: str, topic_prefix: str) -> Iterator[subprocess.Popen[bytes]]:
+def monitor_process(kafka_bootstrap: str, topic_prefix: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     env = {
         **os.environ,
         "ROLLOUT_KAFKA_BOOTSTRAP": kafka_bootstrap,
         "ROLLOUT_TOPIC_PREFIX": f"{topic_prefix}.",
+        "ROLLOUT_DATA_DIR": str(tmp_path / "monitor-data"),
         "ROLLOUT_STALENESS_LIMIT_S": "6",
         "ROLLOUT_CHECK_INTERVAL_S": "0.5",
         "ROLLOUT_REPUBLISH_INTERVAL_S": "0",  # these tests count changes; repeats have their own test

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -40,11 +41,13 @@ def _one_per_partition(stem: str) -> list[str]:
 
 
 @pytest.fixture
-def workers(kafka_bootstrap: str, topic_prefix: str) -> Iterator[list[subprocess.Popen[bytes]]]:
+def workers(kafka_bootstrap: str, topic_prefix: str, tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
     env = {
         **os.environ,
         "ROLLOUT_KAFKA_BOOTSTRAP": kafka_bootstrap,
         "ROLLOUT_TOPIC_PREFIX": f"{topic_prefix}.",
+        # shared by the workers: with the memory:// store faust only creates it
+        "ROLLOUT_DATA_DIR": str(tmp_path / "monitor-data"),
         "ROLLOUT_STALENESS_LIMIT_S": str(STALENESS_S),
         "ROLLOUT_CHECK_INTERVAL_S": "0.5",
         "ROLLOUT_REPUBLISH_INTERVAL_S": "2",

@@ -162,8 +162,15 @@ def start_services(
             "ROLLOUT_HEARTBEAT_INTERVAL_S": "2",
         },
     )
-    services.start("monitor", ["rollout_health", "monitor"], {"ROLLOUT_STALENESS_LIMIT_S": "60",
-                                                             "ROLLOUT_CHECK_INTERVAL_S": "1"})  # fmt: skip
+    services.start(
+        "monitor",
+        ["rollout_health", "monitor"],
+        {
+            "ROLLOUT_STALENESS_LIMIT_S": "60",
+            "ROLLOUT_CHECK_INTERVAL_S": "1",
+            "ROLLOUT_DATA_DIR": str(tmp_path / "monitor-data"),
+        },
+    )
 
 
 async def test_a_release_rolls_through_cluster_api_clusters_relabelled_and_deleted_mid_rollout_seq_6(

@@ -614,12 +614,13 @@ async def test_the_executor_survives_bad_input(
 
 
 @contextlib.contextmanager
-def _monitor_process(bootstrap: str, prefix: str) -> Iterator[subprocess.Popen[bytes]]:
+def _monitor_process(bootstrap: str, prefix: str, *, data_dir: Path) -> Iterator[subprocess.Popen[bytes]]:
     """`python -m rollout_health monitor`, stopped (with its faust worker) at the end."""
     env = {
         **os.environ,
         "ROLLOUT_KAFKA_BOOTSTRAP": bootstrap,
         "ROLLOUT_TOPIC_PREFIX": prefix,
+        "ROLLOUT_DATA_DIR": str(data_dir),
         "ROLLOUT_REPUBLISH_INTERVAL_S": "0",  # only changes on the readiness topic
     }
     process = subprocess.Popen([sys.executable, "-m", "rollout_health", "monitor"], env=env, start_new_session=True)
@@ -635,7 +636,7 @@ def _monitor_process(bootstrap: str, prefix: str) -> Iterator[subprocess.Popen[b
                 process.wait()
 
 
-async def test_the_monitor_survives_bad_input(kafka_bootstrap: str, topic_prefix: str) -> None:
+async def test_the_monitor_survives_bad_input(kafka_bootstrap: str, topic_prefix: str, tmp_path: Path) -> None:
     """BUS-4 on rollout.cluster-heartbeats (the monitor's only input), and BUS-7's future bound: every
     bad record is one dead letter with its reason, and a good heartbeat sent after them all becomes
     readiness carrying its observation time."""
@@ -654,7 +655,7 @@ async def test_the_monitor_survives_bad_input(kafka_bootstrap: str, topic_prefix
             reason="s ahead of the monitor's clock (limit max_future_skew_s=30); check the reporter's clock",
         ),
     ]
-    with _monitor_process(kafka_bootstrap, prefix) as process:
+    with _monitor_process(kafka_bootstrap, prefix, data_dir=tmp_path / "monitor-data") as process:
         await _produce_cases(kafka_bootstrap, HEARTBEATS, prefix, cases, (b"c9", *_encoded(good, "good")))
         expected = {c.name: c.reason for c in cases if c.reason is not None}
         letters = _letters(

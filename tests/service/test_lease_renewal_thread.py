@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -22,51 +23,60 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 TTL_S = 1.5
 
 
-async def test_bus_8_a_planner_whose_loop_is_busy_longer_than_the_ttl_keeps_its_lease(
-    redis_url: str, topic_prefix: str
-) -> None:
+@pytest.fixture
+async def store(redis_url: str, topic_prefix: str) -> AsyncIterator[RedisStore]:
+    """The planner's store; closed after the test has let its lease go."""
     store = RedisStore(redis_url, namespace=topic_prefix)
-    lease = PlannerLease(
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def _lease(store: RedisStore, *, redis_url: str, namespace: str, owner: str, max_stall_s: float) -> PlannerLease:
+    """The planner's lease on `store`, renewed by its thread through a store of its own."""
+    return PlannerLease(
         store,
         ttl_s=TTL_S,
         retry_s=0.1,
-        owner="busy",
-        renewal_store=lambda: RedisStore(redis_url, namespace=topic_prefix),
-        max_stall_s=30.0,
+        owner=owner,
+        renewal_store=lambda: RedisStore(redis_url, namespace=namespace),
+        max_stall_s=max_stall_s,
     )
+
+
+async def _take_and_renew(lease: PlannerLease) -> None:
+    assert await lease.wait_until_held(stopping=_never())
+    lease.start_renewing()
+
+
+async def test_bus_8_a_planner_whose_loop_is_busy_longer_than_the_ttl_keeps_its_lease(
+    store: RedisStore, redis_url: str, topic_prefix: str
+) -> None:
+    lease = _lease(store, redis_url=redis_url, namespace=topic_prefix, owner="busy", max_stall_s=30.0)
     try:
-        assert await lease.wait_until_held(stopping=_never())
-        lease.start_renewing()
+        await _take_and_renew(lease)
         time.sleep(TTL_S * 3)  # noqa: ASYNC251 - on purpose: one long step holding the loop
         lease.check()  # still ours: the thread renewed it
         assert lease.state is LeaseState.ACTIVE
         assert await store.get(LEASE_KEY) == b"1/busy"
     finally:
         await lease.release()
-        await store.close()
     assert await _gone(redis_url, topic_prefix)
 
 
-async def test_bus_8_a_loop_stalled_past_the_bound_lets_the_lease_expire(redis_url: str, topic_prefix: str) -> None:
-    store = RedisStore(redis_url, namespace=topic_prefix)
-    lease = PlannerLease(
-        store,
-        ttl_s=TTL_S,
-        retry_s=0.1,
-        owner="hung",
-        renewal_store=lambda: RedisStore(redis_url, namespace=topic_prefix),
-        max_stall_s=TTL_S / 3,
-    )
+async def test_bus_8_a_loop_stalled_past_the_bound_lets_the_lease_expire(
+    store: RedisStore, redis_url: str, topic_prefix: str
+) -> None:
+    lease = _lease(store, redis_url=redis_url, namespace=topic_prefix, owner="hung", max_stall_s=TTL_S / 3)
     try:
-        assert await lease.wait_until_held(stopping=_never())
-        lease.start_renewing()
+        await _take_and_renew(lease)
         time.sleep(TTL_S * 3)  # noqa: ASYNC251 - on purpose: a hung loop; the thread stops renewing
         with pytest.raises(LeaseLostError, match="not renewed within"):
             lease.check()
         assert await store.get(LEASE_KEY) is None  # expired in the store: a standby may take it
     finally:
         await lease.stop_renewing()
-        await store.close()
 
 
 def _never() -> asyncio.Event:

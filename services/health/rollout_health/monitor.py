@@ -84,6 +84,7 @@ class HealthMonitor:
             broker=f"kafka://{settings.kafka_bootstrap}",
             broker_credentials=broker_credentials(settings.kafka_security),
             store=settings.store_url,
+            datadir=settings.data_dir,  # None: faust's own, `<app id>-data` in the working directory
             topic_replication_factor=settings.kafka_replication_factor,
             topic_partitions=HEARTBEATS.partitions,
             table_standby_replicas=0,

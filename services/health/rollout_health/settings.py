@@ -114,6 +114,14 @@ class MonitorSettings(_Common):
         "in a crash, is corrected; 0 disables",
     )
     store_url: str = Field(default="memory://", description="faust table store; the changelog is in Kafka")
+    # None keeps faust's own choice, relative to the working directory: the image's working
+    # directory is the service user's home and the Kubernetes manifest mounts a writable volume
+    # there, whereas a fixed absolute path would need a volume of its own in every deployment.
+    data_dir: Path | None = Field(
+        default=None,
+        description="faust's data directory: a disk store's table files, only empty directories with memory://; "
+        "None: <topic_prefix><app_id>-data in the working directory",
+    )
     web_port: int = Field(default=0, ge=0, le=65535, description="faust's web server; 0 disables it")
     restart_backoff_max_s: float = Field(default=30.0, gt=0.0)
 

@@ -16,13 +16,16 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from rollout_common.status import TRACKS
-from rollout_planner.engine.model import NO_PAIR, TRACK_INDEXES, EngineState, RolloutRec, Timer
+from rollout_common.version import Version
+from rollout_planner.engine.model import NO_PAIR, TRACK_INDEXES, ClusterRec, EngineState, RolloutRec, Timer
 from rollout_planner.engine.views import stage_view
 
 NAMES_CAP = 20
+_Value = TypeVar("_Value")
 
 
 def status_document(state: EngineState, *, batch: int) -> dict[str, Any]:
@@ -119,37 +122,8 @@ def attention(state: EngineState) -> dict[str, Any]:
     mismatched: list[dict[str, Any]] = []
     failed_total = deprecated_total = mismatched_total = 0
     for cluster in state.clusters.values():
-        if cluster.mismatch is not NO_PAIR:
-            for track in TRACK_INDEXES:
-                reported = cluster.mismatch[track]
-                if reported is None:
-                    continue
-                mismatched_total += 1
-                if len(mismatched) < NAMES_CAP:
-                    mismatched.append(
-                        {
-                            "cluster": cluster.name,
-                            "track": TRACKS[track].value,
-                            "expected": cluster.versions[track].text,
-                            "reported": reported.text,
-                        }
-                    )
-        if cluster.failed is not NO_PAIR:
-            for track in TRACK_INDEXES:
-                error = cluster.failed[track]
-                if error is None:
-                    continue
-                failed_total += 1
-                if len(failed) < NAMES_CAP:
-                    target = cluster.target[track]
-                    failed.append(
-                        {
-                            "cluster": cluster.name,
-                            "track": TRACKS[track].value,
-                            "version": None if target is None else target.text,
-                            "error": error,
-                        }
-                    )
+        mismatched_total += _track_rows(mismatched, cluster, values=cluster.mismatch, details=_mismatch_details)
+        failed_total += _track_rows(failed, cluster, values=cluster.failed, details=_failure_details)
         if cluster.waiting_until is not NO_PAIR:
             windows += [
                 (until, cluster.name, track)
@@ -175,6 +149,37 @@ def attention(state: EngineState) -> dict[str, Any]:
         "versionMismatch": mismatched,
         "versionMismatchTotal": mismatched_total,
     }
+
+
+def _track_rows(
+    rows: list[dict[str, Any]],
+    cluster: ClusterRec,
+    *,
+    values: tuple[_Value | None, _Value | None],
+    details: Callable[[ClusterRec, int, _Value], dict[str, Any]],
+) -> int:
+    """A row (cluster, track, then `details`) per track of the cluster with a value, appended while
+    `rows` is under NAMES_CAP; returns how many tracks had one, for the uncapped total."""
+    if values is NO_PAIR:
+        return 0
+    found = 0
+    for track in TRACK_INDEXES:
+        value = values[track]
+        if value is None:
+            continue
+        found += 1
+        if len(rows) < NAMES_CAP:
+            rows.append({"cluster": cluster.name, "track": TRACKS[track].value, **details(cluster, track, value)})
+    return found
+
+
+def _mismatch_details(cluster: ClusterRec, track: int, reported: Version) -> dict[str, Any]:
+    return {"expected": cluster.versions[track].text, "reported": reported.text}
+
+
+def _failure_details(cluster: ClusterRec, track: int, error: str) -> dict[str, Any]:
+    target = cluster.target[track]
+    return {"version": None if target is None else target.text, "error": error}
 
 
 __all__ = ["NAMES_CAP", "attention", "encode_status", "next_wake_up", "status_document"]
