@@ -199,6 +199,30 @@ async def test_start_at_seeks_each_partition_behind_or_ahead_of_the_committed_of
     await second.close()
 
 
+async def test_the_group_offset_follows_where_start_at_started_a_partition(bus: Bus, topic_prefix: str) -> None:
+    """A planner restarted from a checkpoint ahead of the group's offset (it wrote its batch, then
+    died before committing) commits where it started: else the group shows lag on that partition
+    until its next record, and a member without a checkpoint replays what was done."""
+    topic = await make_topic(bus, topic_prefix)
+    for seq in range(5):
+        await bus.publish(topic, key=b"k", value=b"%d" % seq)
+    group = group_name(topic_prefix, "restarted")
+    first = bus.consumer([topic], group=group)
+    got = await collect(first, count=5)
+    await first.commit(got[:2])  # then it dies: records 2 to 4 handled but not committed
+    await first.close()
+
+    restarted = bus.consumer([topic], group=group, start_at=lambda t, p: 5)  # its checkpoint
+    assert await restarted.poll(timeout_s=2.0) == []
+    await restarted.close()  # nothing read, nothing committed by hand
+
+    await bus.publish(topic, key=b"k", value=b"5")
+    plain = bus.consumer([topic], group=group)
+    assert [r.value for r in await collect(plain, count=1)] == [b"5"]
+    assert await plain.poll(timeout_s=0.5) == []
+    await plain.close()
+
+
 async def test_commit_takes_the_highest_offset_per_partition_whatever_the_order(bus: Bus, topic_prefix: str) -> None:
     topic = await make_topic(bus, topic_prefix)
     for seq in range(4):

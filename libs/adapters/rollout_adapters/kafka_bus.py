@@ -385,6 +385,9 @@ class _Ownership(ConsumerRebalanceListener):  # type: ignore[misc]
         self.owned: frozenset[TopicPartition] | None = frozenset()
         self.start_at = start_at
         self.consumer: Any = None
+        # Where `start_at` moved a partition, to be committed: the group's offset must follow, or a
+        # partition skipped ahead shows lag (and replays on a plain consumer) until its next record.
+        self.started_at: dict[TopicPartition, int] = {}
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         async with self.commit_lock:
@@ -398,6 +401,7 @@ class _Ownership(ConsumerRebalanceListener):  # type: ignore[misc]
                     # The owner's own checkpoint wins over the group's committed offset, either way:
                     # behind it (a store restored from an older backup) replays, ahead of it skips.
                     self.consumer.seek(tp, offset)
+                    self.started_at[tp] = offset
         self.owned = frozenset(assigned)
 
 
@@ -437,7 +441,18 @@ class KafkaConsumer:
                 batches = await consumer.getmany(timeout_ms=int(timeout_s * 1000), max_records=max_records)
             except UnicodeDecodeError as exc:
                 raise UnreadableRecordError(_unreadable(self._topics, self._group)) from exc
+        if self._ownership.started_at:
+            await self._commit_start_positions()
         return [_to_record(message) for tp in sorted(batches) for message in batches[tp]]
+
+    async def _commit_start_positions(self) -> None:
+        """Commit where `start_at` started each partition (the records before it are done): once
+        joined, before any record after it is handed out; a failed try is made again next poll."""
+        started, self._ownership.started_at = self._ownership.started_at, {}
+        try:
+            await self._commit_owned(started)
+        except TransientError:
+            self._ownership.started_at = {**started, **self._ownership.started_at}
 
     async def positioned(self) -> None:
         """Joined, with a read position on every owned partition: whatever is published from now on
@@ -453,7 +468,9 @@ class KafkaConsumer:
 
     async def commit(self, records: Sequence[Record]) -> None:
         self._check_open()
-        offsets = {TopicPartition(*tp): offset for tp, offset in next_offsets(records).items()}
+        await self._commit_owned({TopicPartition(*tp): offset for tp, offset in next_offsets(records).items()})
+
+    async def _commit_owned(self, offsets: dict[TopicPartition, int]) -> None:
         if not offsets or self._consumer is None:
             return
         async with self._ownership.commit_lock:

@@ -306,6 +306,11 @@ class MemoryConsumer:
         # partition restarts from the committed offset, even one this member kept.
         self._generation = group.generation
         self._positions = {tp: self._start_offset(group, tp) for tp in self.assignment()}
+        if self._start_at is not None:
+            # As the Kafka consumer: the group's offset follows where `start_at` started a partition.
+            for tp, position in self._positions.items():
+                if self._start_at(*tp) is not None:
+                    group.committed[tp] = position
 
     def _start_offset(self, group: _Group, tp: TopicPartition) -> int:
         wanted = self._start_at(*tp) if self._start_at is not None else None
