@@ -36,7 +36,7 @@ system-deps:  ## Debian packages for the full suite (redis-server, Java 17, Mave
 ## the whole suite on a fresh machine: installs what is missing, then lint, types, conformance,
 ## scenarios, unit, property, contract, integration and end-to-end tests (starts Kafka and Redis itself)
 test: venv kube-build-background system-deps infra-fetch asyncapi-parser lint typecheck conformance scenarios
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=30
 
 ## the official AsyncAPI parser (npm), which the tests run with node on `rollout schemas asyncapi`
 ASYNCAPI_DIR := tests/asyncapi
