@@ -155,21 +155,15 @@ def build_kube_apiserver(*, quiet: bool = False, wait_s: float | None = None) ->
 def _lock_build(lock: IO[str], *, home: Path, quiet: bool, wait_s: float) -> bool:
     """Take the build lock, waiting at most `wait_s` for a build another process is running;
     True when there was one to wait for."""
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    if _took(lock):
         return False
-    except BlockingIOError:
-        pass
     started = time.monotonic()
     _say(f"waiting for the kube-apiserver build under way (log: {home / 'build.log'})", quiet=quiet)
     said = started
     while True:
         _hurry_build(home)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if _took(lock):
             return True
-        except BlockingIOError:
-            pass
         now = time.monotonic()
         if now - started > wait_s:
             raise DevenvError(
@@ -180,6 +174,15 @@ def _lock_build(lock: IO[str], *, home: Path, quiet: bool, wait_s: float) -> boo
             said = now
             _say(f"... still waiting for the kube-apiserver build ({now - started:.0f} s)", quiet=quiet)
         time.sleep(_LOCK_POLL_S)
+
+
+def _took(lock: IO[str]) -> bool:
+    """Take the build lock if no other process holds it."""
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _hurry_build(home: Path) -> None:
@@ -202,9 +205,7 @@ def start_background_build() -> str:
         return f"kube-apiserver {version} is built: {home / 'kube-apiserver'}"
     home.mkdir(parents=True, exist_ok=True)
     with (home / ".lock").open("w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _took(lock):
             return f"kube-apiserver {version} is being built (log: {home / 'build.log'})"
     # The lock is free again the moment it is closed: the child takes it for the whole build, and a
     # waiter arriving in between takes it first and builds (the child then finds the binary).
