@@ -58,6 +58,7 @@ _LOCK_POLL_S = 2.0
 # The pid of the running `go build`, whose process group a waiter raises to normal priority.
 _BUILDER_PID = "build.pid"
 _MARKER = ".complete"
+_FAILED = ".failed"
 DEFAULT_START_TIMEOUT_S = 90.0
 ADMIN_USER = "rollout-admin"
 
@@ -127,29 +128,39 @@ def build_kube_apiserver(*, quiet: bool = False, wait_s: float | None = None) ->
         waited = _lock_build(lock, home=home, quiet=quiet, wait_s=BUILD_TIMEOUT_S if wait_s is None else wait_s)
         if _is_built(home, digest):
             return binary
-        if waited:
+        failed = home / _FAILED
+        if waited and failed.is_file() and failed.read_text().strip() == digest:
             # The same sources would fail the same way: say so now rather than after another build.
             why = f"the kube-apiserver build this waited for failed; see {home / 'build.log'}"
             raise DevenvError(why, detail=log_tail(home / "build.log"))
-        _say(f"building kube-apiserver {version} with Go into {home} (once per machine, ~15 min)...", quiet=quiet)
-        started = time.monotonic()
-        partial = home / "kube-apiserver.partial"
-        log_path = home / "build.log"
-        cmd = ["nice", "-n", "19", str(find_go()), "build", "-trimpath", "-ldflags", _ldflags(version)]
-        cmd += ["-o", str(partial), "."]
-        env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
-        proc = spawn(cmd, log_path=log_path, cwd=KUBE_DEPLOY_DIR, env=env)
-        # Whoever waits for this build finds the process group to raise here.
-        (home / _BUILDER_PID).write_text(f"{proc.pid}\n")
-        try:
-            _await_build(proc, log_path=log_path, started=started, quiet=quiet)
-        finally:
-            stop_process(proc, grace_s=2.0)
-            (home / _BUILDER_PID).unlink(missing_ok=True)
-        partial.rename(binary)
-        (home / _MARKER).write_text(digest + "\n")
-        _say(f"built kube-apiserver in {time.monotonic() - started:.0f} s", quiet=quiet)
+        _run_build(home, version=version, digest=digest, quiet=quiet)
     return binary
+
+
+def _run_build(home: Path, *, version: str, digest: str, quiet: bool) -> None:
+    _say(f"building kube-apiserver {version} with Go into {home} (once per machine, ~15 min)...", quiet=quiet)
+    started = time.monotonic()
+    partial = home / "kube-apiserver.partial"
+    log_path = home / "build.log"
+    (home / _FAILED).unlink(missing_ok=True)
+    cmd = ["nice", "-n", "19", str(find_go()), "build", "-trimpath", "-ldflags", _ldflags(version)]
+    cmd += ["-o", str(partial), "."]
+    env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
+    proc = spawn(cmd, log_path=log_path, cwd=KUBE_DEPLOY_DIR, env=env)
+    # Whoever waits for this build finds the process group to raise here.
+    (home / _BUILDER_PID).write_text(f"{proc.pid}\n")
+    try:
+        _await_build(proc, log_path=log_path, started=started, quiet=quiet)
+    except DevenvError:
+        # Which sources failed: a waiter for this build gives up, one for newer sources builds them.
+        (home / _FAILED).write_text(digest + "\n")
+        raise
+    finally:
+        stop_process(proc, grace_s=2.0)
+        (home / _BUILDER_PID).unlink(missing_ok=True)
+    partial.rename(home / "kube-apiserver")
+    (home / _MARKER).write_text(digest + "\n")
+    _say(f"built kube-apiserver in {time.monotonic() - started:.0f} s", quiet=quiet)
 
 
 def _lock_build(lock: IO[str], *, home: Path, quiet: bool, wait_s: float) -> bool:

@@ -120,6 +120,7 @@ def test_the_background_build_runs_detached_and_a_waiter_gets_its_binary(
 
 def test_a_waiter_whose_build_failed_says_so_without_building_again(home: Path, held_lock: object) -> None:
     (home / "build.log").write_text("main.go:3:2: no required module provides package k8s.io/nope\n")
+    (home / ".failed").write_text(kube_module._sources_digest() + "\n")
     timer = threading.Timer(0.3, lambda: fcntl.flock(held_lock, fcntl.LOCK_UN))
     timer.start()
     try:
@@ -130,3 +131,22 @@ def test_a_waiter_whose_build_failed_says_so_without_building_again(home: Path, 
     assert str(raised.value) == f"the kube-apiserver build this waited for failed; see {home / 'build.log'}"
     assert "no required module provides package k8s.io/nope" in raised.value.full_text()
     assert "started" not in (home / "build.log").read_text()
+
+
+def test_a_waiter_for_a_build_of_other_sources_builds_its_own(
+    home: Path, held_lock: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """go.mod changed while a build of the old sources ran: its result, good or bad, is not ours."""
+    (home / ".failed").write_text("digest-of-the-old-go-mod\n")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "go").write_text('#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\nprintf "new" > "$2"\n')
+    (tools / "go").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    timer = threading.Timer(0.3, lambda: fcntl.flock(held_lock, fcntl.LOCK_UN))
+    timer.start()
+    try:
+        assert build_kube_apiserver(quiet=True, wait_s=30.0).read_bytes() == b"new"
+    finally:
+        timer.join()
+    assert not (home / ".failed").exists()
