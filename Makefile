@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 SHARED ?= ../shared
 
-.PHONY: demo system-deps venv test lint typecheck unit integration conformance scenarios kafka redis kube kube-build kube-build-background infra-fetch bench asyncapi-parser
+.PHONY: demo system-deps venv test checks suite lint typecheck unit integration conformance scenarios kafka redis kube kube-build kube-build-background infra-fetch bench asyncapi-parser
 
 demo: venv  ## run the embedded demo (one process, no Kafka)
 	$(BIN)/rollout demo
@@ -35,7 +35,14 @@ system-deps:  ## Debian packages for the full suite (redis-server, Java 17, Mave
 
 ## the whole suite on a fresh machine: installs what is missing, then lint, types, conformance,
 ## scenarios, unit, property, contract, integration and end-to-end tests (starts Kafka and Redis itself)
-test: venv kube-build-background system-deps infra-fetch asyncapi-parser lint typecheck conformance scenarios
+test: venv kube-build-background system-deps infra-fetch asyncapi-parser
+	$(MAKE) --no-print-directory -j2 -Oline checks suite
+
+## lint, types, conformance and scenarios use the CPU while the suite mostly waits on its servers,
+## so they run beside it (two jobs); any failure still fails `make test`
+checks: lint typecheck conformance scenarios
+
+suite: venv
 	$(BIN)/pytest -q --durations=30
 
 ## the official AsyncAPI parser (npm), which the tests run with node on `rollout schemas asyncapi`

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from rollout_devenv._proc import LOOPBACK, DevenvError, free_port, log_tail, spawn, stop_process
+from rollout_devenv._proc import LOOPBACK, DevenvError, free_port, log_tail, spawn, stop_process, stop_processes
 from rollout_devenv._server import LocalServer, OnePortServer
 from rollout_devenv.kafka import cache_root
 from rollout_devenv.tls import _openssl
@@ -575,6 +575,8 @@ class KubeStack:
             raise
 
     def stop(self, *, remove_data: bool = False) -> None:
+        # Side by side: each apiserver takes seconds to drain after SIGTERM (three took 33 s in turn).
+        stop_processes([server._proc for server in self.apiservers if server._proc is not None])
         for server in self.apiservers:
             server.stop(remove_data=remove_data)
         self.etcd.stop(remove_data=remove_data)
