@@ -36,7 +36,7 @@ system-deps:  ## Debian packages for the full suite (redis-server, Java 17, Mave
 ## the whole suite on a fresh machine: installs what is missing, then lint, types, conformance,
 ## scenarios, unit, property, contract, integration and end-to-end tests (starts Kafka and Redis itself)
 test: venv kube-build-background system-deps infra-fetch asyncapi-parser
-	$(MAKE) --no-print-directory -j2 -Oline checks suite
+	$(MAKE) --no-print-directory -j2 checks suite
 
 ## lint, types, conformance and scenarios use the CPU while the suite mostly waits on its servers,
 ## so they run beside it (two jobs); any failure still fails `make test`
