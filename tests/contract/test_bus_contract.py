@@ -155,17 +155,22 @@ async def test_consuming_a_topic_never_created_raises_unknown_topic(bus: Bus, to
     await consumer.close()
 
 
-async def test_uncommitted_records_go_to_the_next_member_and_committed_ones_do_not(bus: Bus, topic_prefix: str) -> None:
+async def _five_handed_out_two_committed(bus: Bus, topic_prefix: str, *, group: str) -> str:
+    """A member took records 0..4 and committed 0..1, then left: a crash mid-work."""
     topic = await make_topic(bus, topic_prefix)
     for seq in range(5):
         await bus.publish(topic, key=b"k", value=b"%d" % seq)
-    group = group_name(topic_prefix, "workers")
     first = bus.consumer([topic], group=group)
     handed_out = await collect(first, count=5)
     assert [r.value for r in handed_out] == [b"0", b"1", b"2", b"3", b"4"]
-
     await first.commit(handed_out[:2])
-    await first.close()  # records 2..4 were handed out but never committed: a crash mid-work
+    await first.close()
+    return topic
+
+
+async def test_uncommitted_records_go_to_the_next_member_and_committed_ones_do_not(bus: Bus, topic_prefix: str) -> None:
+    group = group_name(topic_prefix, "workers")
+    topic = await _five_handed_out_two_committed(bus, topic_prefix, group=group)
 
     second = bus.consumer([topic], group=group)
     redelivered = await collect(second, count=3)
@@ -203,14 +208,8 @@ async def test_the_group_offset_follows_where_start_at_started_a_partition(bus: 
     """A planner restarted from a checkpoint ahead of the group's offset (it wrote its batch, then
     died before committing) commits where it started: else the group shows lag on that partition
     until its next record, and a member without a checkpoint replays what was done."""
-    topic = await make_topic(bus, topic_prefix)
-    for seq in range(5):
-        await bus.publish(topic, key=b"k", value=b"%d" % seq)
     group = group_name(topic_prefix, "restarted")
-    first = bus.consumer([topic], group=group)
-    got = await collect(first, count=5)
-    await first.commit(got[:2])  # then it dies: records 2 to 4 handled but not committed
-    await first.close()
+    topic = await _five_handed_out_two_committed(bus, topic_prefix, group=group)  # 2..4 handled, not committed
 
     restarted = bus.consumer([topic], group=group, start_at=lambda t, p: 5)  # its checkpoint
     assert await restarted.poll(timeout_s=2.0) == []
