@@ -8,6 +8,9 @@ Per cluster of a command (at most `max_concurrent_upgrades` at once across the b
    for that one's result (or for its lease to expire, if it died, and then takes over);
 3. it publishes `started`, runs the driver under the lease, records the final result in the
    store, then publishes it. The caller commits the batch's offsets only after all of this.
+   Once its driver has returned, the executor keeps that result until it is recorded: a lease
+   that lapsed meanwhile (Redis away for longer than the lease) makes it take the lease again and
+   record the result it holds, never run the driver a second time.
 """
 
 from __future__ import annotations
@@ -139,9 +142,9 @@ class Executor:
         earlier = await retried(lambda: self._ledger.claim(target, command_id=command.command_id), what="claim")
         if earlier is not None:
             log.info("%s already claimed by %s (command %s)", target.key, earlier.executor_id, earlier.command_id)
-        while True:
-            if await self._replayed(command, target):
-                return
+        # This executor's own driver result, once it has one, kept until it is recorded (BUS-3).
+        known: UpgradeResult | None = None
+        while not await self._replayed(command, target):
             lease = self._ledger.lease(target)
             if not await retried(lease.acquire, what="acquire lease"):
                 # Another executor is upgrading it: wait for its result, or for its lease to
@@ -149,29 +152,58 @@ class Executor:
                 await asyncio.sleep(self._wait_poll_s)
                 continue
             try:
-                # The previous holder may have recorded its result just before letting go.
-                if await self._replayed(command, target):
-                    return
-                try:
-                    # The `started` publish is held under the lease too: with the broker away it can
-                    # wait for minutes (an idempotent producer never gives a record up), and a lease
-                    # not renewed meanwhile lapsed, so the driver's result was refused and the same
-                    # upgrade ran again at once (BUS-3; found by the chaos test's broker restarts).
-                    outcome = await lease.hold(self._start(command, target, fencing_token=lease.fencing_token))
-                    final = self._result(
-                        command, target.cluster, "succeeded" if outcome.succeeded else "failed", error=outcome.error
-                    )
-                    # Refused (LeaseLostError) when another executor took the lease meanwhile.
-                    await retried(functools.partial(self._ledger.record, target, final, lease=lease), what="record")
-                except LeaseLostError:
-                    log.warning("%s: lease lost; the new holder will record the result", target.key)
-                    self._metrics.leases_lost.inc()
-                    continue  # wait for the new holder's result
-                await self._publish(final)
-                return
+                known, done = await self._under_lease(lease, command, target, known=known)
             finally:
                 # Shielded: on cancellation (shutdown) the lease must still be let go of.
                 await asyncio.shield(self._release(lease))
+            if done:
+                return
+
+    async def _under_lease(
+        self, lease: Lease, command: StageAdvance, target: UpgradeTarget, *, known: UpgradeResult | None
+    ) -> tuple[UpgradeResult | None, bool]:
+        """With the target's lease held: run the driver unless `known` already holds its result,
+        record the result, publish it. Returns the result known by then, and whether it is done.
+
+        A result the store refused (the lease lapsed while Redis was away, or another executor
+        took it) is not given up: it is returned, and recorded under the next lease taken, so the
+        driver never runs twice for what this executor already did.
+        """
+        # The previous holder may have recorded its result just before letting go.
+        if await self._replayed(command, target):
+            return known, True
+        try:
+            if known is None:
+                known = await self._run_under(lease, command, target)
+            # Refused (LeaseLostError) when the lease lapsed or another executor took it.
+            await retried(functools.partial(self._ledger.record, target, known, lease=lease), what="record")
+        except LeaseLostError:
+            self._metrics.leases_lost.inc()
+            if known is None:
+                log.warning("%s: lease lost; the upgrade was stopped", target.key)
+            else:
+                log.warning(
+                    "%s: lease lost before the %s result was recorded; recording it under a new lease",
+                    target.key,
+                    known.outcome,
+                )
+            return known, False
+        await self._publish(known)
+        return known, True
+
+    async def _run_under(self, lease: Lease, command: StageAdvance, target: UpgradeTarget) -> UpgradeResult:
+        """Publish `started` and run the driver while renewing `lease`; its final result.
+
+        The `started` publish is held under the lease too: with the broker away it can wait for
+        minutes (an idempotent producer never gives a record up), and a lease not renewed meanwhile
+        lapsed, so the driver's result was refused and the same upgrade ran again at once (BUS-3;
+        found by the chaos test's broker restarts). LeaseLostError when the lease was lost and the
+        driver stopped.
+        """
+        outcome = await lease.hold(self._start(command, target, fencing_token=lease.fencing_token))
+        return self._result(
+            command, target.cluster, "succeeded" if outcome.succeeded else "failed", error=outcome.error
+        )
 
     async def _start(self, command: StageAdvance, target: UpgradeTarget, *, fencing_token: int) -> DriverOutcome:
         await self._publish(self._result(command, target.cluster, "started"))

@@ -5,15 +5,18 @@
 - `executor:lease:<target>`: who is upgrading it now, and `executor:lease-epoch:<target>` its
   fencing token (see `lease.Lease`).
 - `executor:result:<target>`: the final UpgradeResult, written only while the writer still holds
-  the target's lease (a fenced write: a holder that lost it has its result refused), and before the command's offset is
-  committed. Once it exists the target is never upgraded again: a replayed or re-sent command
-  gets the recorded result re-published instead. A failed upgrade is final for its attempt; an
-  operator's retry (OPS-4) arrives with the cluster's retry count raised, which is a target of its
-  own (`<target>:retry-<n>`), so it runs once more, and a redelivery of that retry runs never again.
+  the target's lease (a fenced write: a holder that lost it has its result refused, and keeps it
+  to record under the next lease it takes), and before the command's offset is committed. Once
+  it exists the target is never upgraded again: a replayed or re-sent command gets the recorded
+  result re-published instead. A failed upgrade is final for its attempt; an operator's retry
+  (OPS-4) arrives with the cluster's retry count raised, which is a target of its own
+  (`<target>:retry-<n>`), so it runs once more, and a redelivery of that retry runs never again.
 
-The one window left: an executor that dies after its driver finished but before the result is
-recorded has its upgrade run again by the next one. Drivers must therefore be idempotent
-(upgrading a cluster to the version it already runs is a no-op), as GKE's upgrade call is.
+The window left: an executor that dies after its driver finished but before the result is
+recorded has its upgrade run again by the next one, and so does an executor that takes over a
+lapsed lease while the first one still waits for Redis to take its result. Drivers must
+therefore be idempotent (upgrading a cluster to the version it already runs is a no-op), as
+GKE's upgrade call is.
 """
 
 from __future__ import annotations
