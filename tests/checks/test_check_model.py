@@ -70,7 +70,7 @@ def _stage_error(checks: list[dict[str, object]]) -> str:
         (
             {"failureLimit": -1},
             "stage 'prod': check 'error-budget': failureLimit: Input should be greater than or equal to 0",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_chk2_errors_name_the_stage_and_the_check(change: dict[str, object], message: str) -> None:

@@ -10,7 +10,7 @@ import uuid
 from enum import Enum
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from rollout_common.connection_settings import ServiceSettings, read_config_file
@@ -69,6 +69,31 @@ class KubernetesProbeSettings(BaseModel):
     timeout_s: float = Field(default=5.0, gt=0.0)
 
 
+class ChecksSettings(BaseModel):
+    """How the health service asks Prometheus for the metric checks (CHK-2)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prometheus_url: str = Field(
+        default="http://localhost:9090",
+        description="Prometheus's base URL for sequences that name none (a sequence's prometheusUrl wins)",
+    )
+    timeout_s: float = Field(
+        default=10.0, gt=0.0, description="a query unanswered this long (connect included) is inconclusive"
+    )
+    bearer_token: SecretStr | None = Field(default=None, description="secret: sent as Authorization: Bearer")
+    basic_auth_username: str | None = None
+    basic_auth_password: SecretStr | None = Field(default=None, description="secret: with basic_auth_username")
+
+    @model_validator(mode="after")
+    def _one_way_to_authenticate(self) -> ChecksSettings:
+        if (self.basic_auth_username is None) != (self.basic_auth_password is None):
+            raise ValueError("checks: basic_auth_username and basic_auth_password go together")
+        if self.bearer_token is not None and self.basic_auth_username is not None:
+            raise ValueError("checks: choose bearer_token or basic auth, not both")
+        return self
+
+
 class _Common(ServiceSettings):
     # One config file may serve the reporter and the monitor, each ignoring the other's keys.
     model_config = SettingsConfigDict(extra="ignore")
@@ -124,6 +149,7 @@ class MonitorSettings(_Common):
     )
     web_port: int = Field(default=0, ge=0, le=65535, description="faust's web server; 0 disables it")
     restart_backoff_max_s: float = Field(default=30.0, gt=0.0)
+    checks: ChecksSettings = Field(default_factory=ChecksSettings)
 
 
 class InventorySettings(_Common):
@@ -143,4 +169,4 @@ class InventorySettings(_Common):
     watch_timeout_s: int = Field(default=300, gt=0, description="the server ends a watch after this; it resumes")
 
 
-__all__ = ["InventorySettings", "MonitorSettings", "ReporterSettings", "read_config_file"]
+__all__ = ["ChecksSettings", "InventorySettings", "MonitorSettings", "ReporterSettings", "read_config_file"]
