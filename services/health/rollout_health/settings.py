@@ -82,7 +82,9 @@ class ChecksSettings(BaseModel):
         default=10.0, gt=0.0, description="a query unanswered this long (connect included) is inconclusive"
     )
     bearer_token: SecretStr | None = Field(default=None, description="secret: sent as Authorization: Bearer")
-    basic_auth_username: str | None = None
+    basic_auth_username: str | None = Field(
+        default=None, pattern="^[^:]+$", description="basic auth user (no ':'), with basic_auth_password"
+    )
     basic_auth_password: SecretStr | None = Field(default=None, description="secret: with basic_auth_username")
 
     @model_validator(mode="after")

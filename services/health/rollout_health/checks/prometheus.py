@@ -62,14 +62,14 @@ class PrometheusQuery:
         try:
             async with self._session.get(url, params=params, allow_redirects=False) as response:
                 body = await response.content.read(MAX_BODY_BYTES + 1)
-                return _answer(response.status, body)
+                return parse_answer(response.status, body)
         except TimeoutError:
             return QueryAnswer(problem=f"no answer from {base_url} within {self._settings.timeout_s:g} s")
         except aiohttp.ClientError as exc:
             return QueryAnswer(problem=f"{base_url} unreachable: {type(exc).__name__}: {exc}")
 
 
-def _answer(status: int, body: bytes) -> QueryAnswer:
+def parse_answer(status: int, body: bytes) -> QueryAnswer:
     """The first sample of a Prometheus answer, or what is wrong with it."""
     if len(body) > MAX_BODY_BYTES:
         return QueryAnswer(problem=f"HTTP {status}: an answer above {MAX_BODY_BYTES} bytes")
