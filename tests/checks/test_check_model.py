@@ -96,7 +96,9 @@ def test_chk2_a_sequence_without_checks_dumps_as_before() -> None:
     assert again == guarded and again.stages[0].checks[0].interval == 300
 
 
-@pytest.mark.parametrize("url", ["prometheus:9090", "http://p:9090/?query=up", "http://", "http://p\n"])
+@pytest.mark.parametrize(
+    "url", ["prometheus:9090", "http://p:9090/?query=up", "http://", "http://p\n", "http://user:pw@p:9090"]
+)
 def test_chk2_prometheus_url_is_an_http_base_url(url: str) -> None:
     with pytest.raises(ValidationError, match="prometheusUrl"):
         Sequence.model_validate({"prometheusUrl": url, "stages": [{"name": "p", "clusterSelector": SELECTOR}]})

@@ -136,3 +136,34 @@ async def test_chk2_a_bearer_token_from_settings(
             source, check, rollout_id="r-1", stage="prod", base_url=bearer_proxy, clock=lambda: 5.0
         )
     assert (result.outcome, result.reason) == (outcome, reason)
+
+
+@pytest.fixture
+async def chunked_server() -> AsyncIterator[str]:
+    """A server on loopback answering a valid vector of 5,000 samples in 1 KiB chunks."""
+    samples = [{"metric": {"i": str(i)}, "value": [1, str(i + 0.5)]} for i in range(5000)]
+    body = _body({"resultType": "vector", "result": samples})
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        for start in range(0, len(body), 1024):
+            await response.write(body[start : start + 1024])
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/api/v1/query", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_chk2_an_answer_in_many_chunks_is_read_whole(chunked_server: str) -> None:
+    async with PrometheusQuery(ChecksSettings(timeout_s=5)) as source:
+        assert await source.ask("anything", base_url=chunked_server) == QueryAnswer(0.5)

@@ -225,7 +225,7 @@ MUTATIONS: list[Mutation] = [
     (
         "sequence.prometheusUrl",
         ["http://prometheus:9090", "https://p.example/prom/", None],
-        ["prometheus:9090", "ftp://p", "http://", "http://p:9090/?q=1", " http://p", "http://p\n"],
+        ["prometheus:9090", "ftp://p", "http://", "http://p:9090/?q=1", " http://p", "http://p\n", "http://u:pw@p"],
     ),
     ("ready", [True, False], ["yes", None]),
     ("observedAt", [0, 1.5], ["now"]),

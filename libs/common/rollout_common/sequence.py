@@ -32,8 +32,10 @@ from rollout_common.version import VersionText, check_version_text
 MAX_SOAK = 30 * DAY
 # JSON Schema regexes search, and `$` there also matches before a final newline: the end of text is
 # said as "no character follows".
-_END_OF_TEXT = r"(?![\s\S])"
-PROMETHEUS_URL_PATTERN = r"^https?://[^\s/?#]+[^\s?#]*" + _END_OF_TEXT
+END_OF_TEXT = r"(?![\s\S])"
+# No user:password@ in it: credentials are the health service's settings, and a sequence travels on
+# Kafka (and an address shows in the reasons of inconclusive results).
+PROMETHEUS_URL_PATTERN = r"^https?://[^\s/?#@]+(/[^\s?#]*)?" + END_OF_TEXT
 DEFAULT_SOAK = 7 * DAY
 
 SOAK_SCHEMA: dict[str, Any] = {
@@ -270,8 +272,10 @@ class Sequence(BaseModel):
     @field_validator("prometheus_url")
     @classmethod
     def _a_base_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(PROMETHEUS_URL_PATTERN.removesuffix(_END_OF_TEXT), value):
-            raise ValueError(f"prometheusUrl: {value!r} is not an http(s) base URL such as http://prometheus:9090")
+        if value is not None and not re.fullmatch(PROMETHEUS_URL_PATTERN.removesuffix(END_OF_TEXT), value):
+            raise ValueError(
+                f"prometheusUrl: {value!r} is not an http(s) base URL without credentials, such as http://prometheus:9090"
+            )
         return value
 
     @model_validator(mode="after")

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from rollout_common.connection_settings import ServiceSettings, read_config_file
+from rollout_common.sequence import END_OF_TEXT, PROMETHEUS_URL_PATTERN
 
 
 class ProbeKind(str, Enum):
@@ -76,7 +77,9 @@ class ChecksSettings(BaseModel):
 
     prometheus_url: str = Field(
         default="http://localhost:9090",
-        description="Prometheus's base URL for sequences that name none (a sequence's prometheusUrl wins)",
+        pattern=PROMETHEUS_URL_PATTERN.removesuffix(END_OF_TEXT) + "$",
+        description="Prometheus's base URL for sequences that name none (a sequence's prometheusUrl wins); "
+        "no credentials in it (they would show in the reasons of inconclusive results)",
     )
     timeout_s: float = Field(
         default=10.0, gt=0.0, description="a query unanswered this long (connect included) is inconclusive"

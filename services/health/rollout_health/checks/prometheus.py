@@ -61,12 +61,22 @@ class PrometheusQuery:
         params = {"query": query, "timeout": f"{self._settings.timeout_s:g}s"}
         try:
             async with self._session.get(url, params=params, allow_redirects=False) as response:
-                body = await response.content.read(MAX_BODY_BYTES + 1)
-                return parse_answer(response.status, body)
+                return parse_answer(response.status, await _bounded_body(response))
         except TimeoutError:
             return QueryAnswer(problem=f"no answer from {base_url} within {self._settings.timeout_s:g} s")
         except aiohttp.ClientError as exc:
             return QueryAnswer(problem=f"{base_url} unreachable: {type(exc).__name__}: {exc}")
+
+
+async def _bounded_body(response: aiohttp.ClientResponse) -> bytes:
+    """The body up to one byte past the bound (`read(n)` returns one chunk at most, so it loops)."""
+    body = bytearray()
+    while len(body) <= MAX_BODY_BYTES:
+        chunk = await response.content.read(MAX_BODY_BYTES + 1 - len(body))
+        if not chunk:
+            break
+        body += chunk
+    return bytes(body)
 
 
 def parse_answer(status: int, body: bytes) -> QueryAnswer:
