@@ -3,14 +3,18 @@ stage and the check, and a sequence without checks that reads and writes exactly
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from rollout_cli.main import main
+from rollout_common import envelope
 from rollout_common.checks import Check, CheckPhase
+from rollout_common.errors import InvalidInputError
 from rollout_common.sequence import Sequence, Stage
+from rollout_common.topics.catalog import OPERATOR_COMMANDS
 
 SELECTOR = {"matchLabels": {"env": "prod"}}
 ERROR_RATE = {
@@ -126,3 +130,49 @@ def test_chk2_rollout_validate_names_stage_and_check(tmp_path: Path, capsys: pyt
     assert main(["validate", str(path)]) == 0
     out = capsys.readouterr().out
     assert "warning: sequence.stages.prod.checks: valid, but the planner does not act on check results yet" in out
+
+
+def test_chk2_rollout_apply_refuses_a_bad_condition_before_publishing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The file is read before any connection: the unreachable broker address is never dialled."""
+    path = tmp_path / "fleet.yaml"
+    path.write_text(
+        "clusters:\n"
+        "  - {name: prod-1, labels: {env: prod}, version: 1.30.5-gke.1000}\n"
+        "sequence:\n"
+        "  stages:\n"
+        "    - name: prod\n"
+        "      clusterSelector: {matchLabels: {env: prod}}\n"
+        "      checks:\n"
+        "        - {name: error-rate, query: 'x', successCondition: 'result =< 0.01', interval: 5m}\n"
+    )
+    assert main(["apply", str(path), "--bootstrap", "127.0.0.1:1"]) == 1
+    assert capsys.readouterr().err == (
+        f"error: {path}: 1 problem(s)\n"
+        "  - sequence.stages.0.checks: stage 'prod': check 'error-rate': successCondition 'result =< 0.01' "
+        "at column 8: expected result, a number, an operator or a parenthesis, found '='\n"
+    )
+
+
+def test_chk2_a_sequence_change_with_a_bad_condition_is_refused_naming_stage_and_check() -> None:
+    """On the wire (a sequence change from any client), the same error is the dead-letter reason (BUS-4)."""
+    check = {**ERROR_RATE, "failureCondition": "result > 0.5 ||"}
+    change = {
+        "kind": "sequence_change",
+        "commandId": "c-1",
+        "sequence": {"stages": [{"name": "prod", "clusterSelector": SELECTOR, "checks": [check]}]},
+    }
+    headers = {
+        "ce_specversion": b"1.0",
+        "ce_id": b"e-1",
+        "ce_source": b"a-pipeline",
+        "ce_type": b"io.rollout.sequence_change.v1",
+        "content-type": b"application/json",
+    }
+    with pytest.raises(InvalidInputError) as raised:
+        envelope.decode(json.dumps(change).encode(), headers, OPERATOR_COMMANDS.models)
+    assert str(raised.value) == (
+        "invalid SequenceChange: sequence.stages.0.checks: Value error, stage 'prod': check 'error-budget': "
+        "failureCondition 'result > 0.5 ||' at column 16: expected result or '(', found the end of the condition"
+    )
