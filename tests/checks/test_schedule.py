@@ -25,7 +25,8 @@ def test_chk2_a_series_evaluates_at_once_then_every_interval() -> None:
     assert _keys(due_checks(guarded, {}, now=1000)) == [("r-1", "prod", "errors")]
     last = {SeriesKey("r-1", "prod", "errors"): 1000.0}
     assert due_checks(guarded, last, now=1299.9) == []
-    assert next_due_at(guarded, last) == 1300.0
+    assert next_due_at(guarded, last, now=1100) == 1300.0
+    assert next_due_at(guarded, last, now=1400) == 1400.0  # overdue: at once
     assert _keys(due_checks(guarded, last, now=1300)) == [("r-1", "prod", "errors")]
 
 
@@ -39,7 +40,7 @@ def test_chk2_only_checks_guarding_a_phase_a_track_is_in() -> None:
         ("r-1", "prod", "latency"),
     ]
     assert due_checks([_stage()], {}, now=0) == []
-    assert next_due_at([_stage()], {}) is None
+    assert next_due_at([_stage()], {}, now=0) is None
 
 
 def test_chk2_a_series_that_ended_starts_afresh() -> None:
@@ -60,4 +61,4 @@ def test_chk2_series_are_per_rollout_and_stage_in_a_stable_order() -> None:
         ("r-2", "prod", "errors"),
         ("r-2", "prod", "latency"),
     ]
-    assert next_due_at(guarded, {}) == float("-inf")
+    assert next_due_at(guarded, {}, now=1000) == 1000.0  # a series not evaluated yet: now

@@ -190,14 +190,14 @@ def evaluate(condition: Condition, result: float) -> bool:
     """Whether `result` satisfies the condition (`&&` and `||` short-circuit, as they read)."""
     match condition:
         case Comparison(op=op, number=number):
-            return _compare(op, result, number)
+            return _compare(op, result, number=number)
         case Both(left=left, right=right):
             return evaluate(left, result) and evaluate(right, result)
         case Either(left=left, right=right):
             return evaluate(left, result) or evaluate(right, result)
 
 
-def _compare(op: Op, result: float, number: float) -> bool:
+def _compare(op: Op, result: float, *, number: float) -> bool:
     match op:
         case Op.LT:
             return result < number

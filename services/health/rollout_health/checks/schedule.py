@@ -61,11 +61,10 @@ def due_checks(
     return sorted(due, key=lambda item: item.key)
 
 
-def next_due_at(guarded: Iterable[GuardedStage], last_evaluated: Mapping[SeriesKey, float]) -> float | None:
-    """When the next check falls due (a time in the past: now); None when no series runs. A
-    series not evaluated yet is due at once, which this says as the earliest time there is."""
-    times = [
-        last_evaluated[key] + check.interval if key in last_evaluated else float("-inf")
-        for key, check in _running(guarded)
-    ]
-    return min(times, default=None)
+def next_due_at(
+    guarded: Iterable[GuardedStage], last_evaluated: Mapping[SeriesKey, float], *, now: float
+) -> float | None:
+    """When to look again: `now` while some check is due, else when the next falls due; None when
+    no series runs (nothing to wait for until the planner says otherwise)."""
+    times = [last_evaluated[key] + check.interval if key in last_evaluated else now for key, check in _running(guarded)]
+    return max(min(times), now) if times else None
