@@ -1,4 +1,4 @@
-"""A local broker or Redis for tests that need one of their own (a secured, TLS or restartable one).
+"""A local broker, Redis or Prometheus for tests that need one of their own (a secured, TLS or restartable one).
 
 A server that cannot start fails the tests that need it, with its log's reason: a skipped
 integration test would read as a pass. Shared by every test folder (tests/ is on the path).
@@ -12,9 +12,9 @@ from typing import TypeVar
 
 import pytest
 
-from rollout_devenv import DevenvError, KafkaBroker, RedisServer
+from rollout_devenv import DevenvError, KafkaBroker, PrometheusServer, RedisServer
 
-Server = TypeVar("Server", KafkaBroker, RedisServer)
+Server = TypeVar("Server", KafkaBroker, RedisServer, PrometheusServer)
 
 
 def started(server: Server, *, what: str) -> Server:

@@ -1,5 +1,5 @@
-"""Local infrastructure without Docker: a real Apache Kafka broker, a real Redis server, and real
-Kubernetes API servers on etcd.
+"""Local infrastructure without Docker: a real Apache Kafka broker, a real Redis server, a real
+Prometheus server, and real Kubernetes API servers on etcd.
 
 Used by the test fixtures (tests/conftest.py) and by people: `python -m rollout_devenv --help`.
 """
@@ -7,6 +7,7 @@ Used by the test fixtures (tests/conftest.py) and by people: `python -m rollout_
 from rollout_devenv._proc import DevenvError, free_port, stop_processes
 from rollout_devenv.kafka import KafkaBroker, fetch_kafka_jars, kafka_version
 from rollout_devenv.kube import KubeApiServer, KubeStack, KubeUser, build_kube_apiserver
+from rollout_devenv.prometheus import PrometheusServer
 from rollout_devenv.redis import RedisServer
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "KubeApiServer",
     "KubeStack",
     "KubeUser",
+    "PrometheusServer",
     "RedisServer",
     "build_kube_apiserver",
     "fetch_kafka_jars",

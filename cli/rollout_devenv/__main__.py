@@ -1,5 +1,5 @@
-"""`python -m rollout_devenv`: fetch Kafka's jars or build kube-apiserver, or run Kafka, Redis or
-Kubernetes API servers until Ctrl-C."""
+"""`python -m rollout_devenv`: fetch Kafka's jars or build kube-apiserver, or run Kafka, Redis,
+Prometheus or Kubernetes API servers until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Protocol
 from rollout_devenv._proc import DevenvError
 from rollout_devenv.kafka import KafkaBroker, fetch_kafka_jars
 from rollout_devenv.kube import KubeStack, build_kube_apiserver, start_background_build
+from rollout_devenv.prometheus import DEFAULT_SCRAPE_INTERVAL_S, PrometheusServer
 from rollout_devenv.redis import RedisServer
 
 _PORT_FILE = "rollout-port"
@@ -58,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     redis_run.add_argument("--aof", action="store_true", help="append-only file, fsync always (on with --data-dir)")
     redis_run.add_argument("--port", type=int, help="listen here (default: the data dir's last port, or a free one)")
+    _prometheus_parser(services)
     kube = services.add_parser("kube", help="upstream kube-apiserver on Debian's etcd")
     kube_actions = kube.add_subparsers(dest="action", required=True)
     kube_build = kube_actions.add_parser(
@@ -73,6 +75,32 @@ def _parser() -> argparse.ArgumentParser:
     )
     kube_run.add_argument("--apiservers", type=int, default=1, help="how many apiservers (the first has the CRDs)")
     return parser
+
+
+def _prometheus_parser(services: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    prometheus = services.add_parser("prometheus", help="Debian's prometheus, for the metric checks (CHK-2)")
+    actions = prometheus.add_subparsers(dest="action", required=True)
+    run = actions.add_parser("run", help="start a server, print PROMETHEUS_URL=..., stop on Ctrl-C")
+    run.add_argument(
+        "--data-dir",
+        type=Path,
+        help="keep the server's TSDB (and its port) here across runs; default: a temp dir, deleted on stop",
+    )
+    run.add_argument("--port", type=int, help="listen here (default: the data dir's last port, or a free one)")
+    run.add_argument(
+        "--scrape",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="an exporter to scrape, e.g. --scrape 127.0.0.1:8000 (repeatable)",
+    )
+    run.add_argument(
+        "--scrape-interval",
+        type=float,
+        default=DEFAULT_SCRAPE_INTERVAL_S,
+        metavar="SECONDS",
+        help=f"how often the targets are scraped (default {DEFAULT_SCRAPE_INTERVAL_S:g})",
+    )
 
 
 def _serve(server: _Server, *, announce: Callable[[], str], kept: bool) -> int:
@@ -136,6 +164,28 @@ def _redis_run(data_dir: Path | None, *, aof: bool, port: int | None) -> int:
     return _serve(server, announce=announce, kept=data_dir is not None)
 
 
+def _remembered_port(data_dir: Path | None, port: int | None) -> tuple[Path | None, int | None]:
+    """The port file of a kept data dir, and the port to use: the given one, else the one kept there."""
+    remembered = data_dir / _PORT_FILE if data_dir is not None else None
+    if port is None and remembered is not None and remembered.is_file():
+        port = int(remembered.read_text().strip())  # clients keep their address across a restart
+    return remembered, port
+
+
+def _prometheus_run(args: argparse.Namespace) -> int:
+    remembered, port = _remembered_port(args.data_dir, args.port)
+    server = PrometheusServer(
+        data_dir=args.data_dir, port=port, scrape_targets=args.scrape, scrape_interval_s=args.scrape_interval
+    )
+
+    def announce() -> str:
+        if remembered is not None:
+            remembered.write_text(f"{server.port}\n")
+        return f"PROMETHEUS_URL={server.url}"
+
+    return _serve(server, announce=announce, kept=args.data_dir is not None)
+
+
 def _kube_run(count: int) -> int:
     stack = KubeStack(count=count)
 
@@ -158,6 +208,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.service == "kube":
         return _kube_run(args.apiservers)
+    if args.service == "prometheus":
+        return _prometheus_run(args)
     return _redis_run(args.data_dir, aof=args.aof, port=args.port)
 
 

@@ -18,6 +18,7 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v npm >/dev/null 2>&1 || missing+=(npm)  # the AsyncAPI parser the tests run (make asyncapi-parser)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)  # the metric checks' tests query a real one (CHK-2)
 ls /usr/lib/jvm/java-17-openjdk-*/bin/java >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

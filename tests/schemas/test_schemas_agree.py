@@ -46,6 +46,14 @@ GOOD_NAMES = ["c1", "prod-eu-07", "a.b_c-d"]
 BAD_NAMES = ["", "-c1", "c1-", "c 1", "c/1", "c:1", "c1\n"]
 
 STAGE = {"name": "canary", "clusterSelector": {"matchLabels": {"env": "canary"}}, "soak": 3600}
+CHECK = {
+    "name": "errors",
+    "query": "sum(rate(http_errors_total[5m])) / sum(rate(http_requests_total[5m]))",
+    "successCondition": "result < 0.01",
+    "failureCondition": "result > 0.5",
+    "interval": "5m",
+    "phases": ["progress"],
+}
 VALID: dict[str, dict[str, Any]] = {
     "release_target": {"kind": "release_target", "eventId": "r1", "channel": "regular", "targets": {"1.30": V}},
     "start_rollout": {"kind": "start_rollout", "eventId": "s1", "version": V, "tracks": ["controlPlane"]},
@@ -62,9 +70,11 @@ VALID: dict[str, dict[str, Any]] = {
         "commandId": "c2",
         "sequence": {
             "name": "main",
+            "prometheusUrl": "http://prometheus.monitoring:9090",
             "stages": [
                 {
                     **STAGE,
+                    "checks": [CHECK],
                     "soakOverrides": {V: 60},
                     "rolloutStrategy": {
                         "maxUnavailable": "10%",
@@ -136,6 +146,16 @@ VALID: dict[str, dict[str, Any]] = {
         "waits": [{"rule": "GATE-2", "message": "waiting", "numbers": {"notReady": 2}}],
     },
     "notice": {"kind": "notice", "code": "SEQ-6", "message": "moved", "cluster": "c1", "stage": "prod"},
+    "check_result": {
+        "kind": "check_result",
+        "rolloutId": "r-1",
+        "stage": "prod",
+        "check": "errors",
+        "observedAt": 2.0,
+        "value": 0.05,
+        "outcome": "failed",
+        "reason": "0.05 against result < 0.01",
+    },
 }
 
 # (path, values the services accept, values they refuse); a path applies to the types that have it
@@ -187,7 +207,26 @@ MUTATIONS: list[Mutation] = [
     ("eventId", ["e9"], ["", None]),
     ("targets", [{"1.29": V, "1.30": V}], [{}, {"1.3O": V}, {"1": V}, {"1.30.1": V}, {" 1.30": V}]),
     ("retries", [{}, {"c2": 3}], [{"c1": "x"}, {"c1": 1.5}]),
-    ("outcome", ["started", "succeeded"], ["done"]),
+    ("outcome", ["started", "succeeded"], ["done", "passed"], ("upgrade_result",)),
+    # CHK-2: the check-result event and a stage's checks; a condition's grammar (nested parentheses)
+    # is beyond a JSON Schema and the services' alone (tests/checks)
+    ("outcome", ["passed", "failed", "inconclusive"], ["done", "succeeded", None], ("check_result",)),
+    ("value", [0, -1.5, 0.05, None], ["0.05", True]),
+    ("rolloutId", ["r-2"], ["", None, 5], ("check_result",)),
+    ("check", ["p99-latency"], ["", None]),
+    ("reason", ["no sample"], ["", None], ("check_result",)),
+    (f"{S0}.checks.0.interval", [1, 0.5, "30s", "5m", "0.5s", "1h30m"], [0, -1, "0s", "0.0m", "5", "5 m", True, None]),
+    (f"{S0}.checks.0.failureLimit", [0, 3], [-1, 1.5, None]),
+    (f"{S0}.checks.0.inconclusiveLimit", [0, 2], [-1, 1.5, None]),
+    (f"{S0}.checks.0.phases", [["progress"], ["soak"], ["soak", "progress"]], [[], ["bake"], "soak", None]),
+    (f"{S0}.checks.0.name", ["p99"], ["", None]),
+    (f"{S0}.checks.0.query", ["up"], ["", None]),
+    (f"{S0}.checks.0.failureCondition", [None, "result > 0.5"], ["", 1]),
+    (
+        "sequence.prometheusUrl",
+        ["http://prometheus:9090", "https://p.example/prom/", None],
+        ["prometheus:9090", "ftp://p", "http://", "http://p:9090/?q=1", " http://p", "http://p\n", "http://u:pw@p"],
+    ),
     ("ready", [True, False], ["yes", None]),
     ("observedAt", [0, 1.5], ["now"]),
     ("accepted", [True], ["no"]),

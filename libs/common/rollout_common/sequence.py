@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
+from rollout_common.checks import Check
 from rollout_common.duration import DAY, DURATION_PATTERN, parse_duration
 from rollout_common.quantity import (
     POSITIVE_COUNT_OR_PERCENT_SCHEMA,
@@ -18,6 +30,12 @@ from rollout_common.selector import FleetLabelSelector, LabelSelector
 from rollout_common.version import VersionText, check_version_text
 
 MAX_SOAK = 30 * DAY
+# JSON Schema regexes search, and `$` there also matches before a final newline: the end of text is
+# said as "no character follows".
+END_OF_TEXT = r"(?![\s\S])"
+# No user:password@ in it: credentials are the health service's settings, and a sequence travels on
+# Kafka (and an address shows in the reasons of inconclusive results).
+PROMETHEUS_URL_PATTERN = r"^https?://[^\s/?#@]+(/[^\s?#]*)?" + END_OF_TEXT
 DEFAULT_SOAK = 7 * DAY
 
 SOAK_SCHEMA: dict[str, Any] = {
@@ -129,6 +147,21 @@ class RolloutStrategy(BaseModel):
         return value
 
 
+def _check_problem(error: Any, checks: object) -> str:
+    """One error of a stage's `checks` as a sentence: which check (by name when it has one), which
+    field, and what is wrong."""
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if message.startswith("check "):
+        return message
+    index, *field = error["loc"] or ("",)
+    if not isinstance(index, int):
+        return f"checks: {message}"
+    raw = checks[index] if isinstance(checks, list | tuple) else None
+    name = raw.get("name") if isinstance(raw, dict) else None
+    where = f"check {name!r}" if isinstance(name, str) else f"checks.{index}"
+    return f"{where}: {'.'.join(str(part) for part in field) or 'value'}: {message}"
+
+
 def _one_of(*names: str) -> dict[str, Any]:
     """JSON Schema for "exactly one of these is set" (a null counts as unset, as in the model)."""
     return {"oneOf": [{"required": [name], "properties": {name: {"not": {"type": "null"}}}} for name in names]}
@@ -152,6 +185,25 @@ class Stage(BaseModel):
         default_factory=dict, alias="soakOverrides", json_schema_extra={"additionalProperties": False}
     )
     rollout_strategy: RolloutStrategy = Field(default_factory=RolloutStrategy, alias="rolloutStrategy")
+    # CHK-2. Left out of a dump when empty, so a sequence without checks reads and writes exactly
+    # as before the field existed (snapshots, sequence comparisons).
+    checks: tuple[Check, ...] = Field(default=(), exclude_if=lambda checks: not checks)
+
+    @field_validator("checks", mode="wrap")
+    @classmethod
+    def _checks(cls, value: object, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> object:
+        """The errors of a stage's checks name the stage (a check's own errors name the check)."""
+        stage = info.data.get("name", "?")
+        try:
+            checks: tuple[Check, ...] = handler(value)
+        except ValidationError as exc:
+            problems = "; ".join(_check_problem(error, value) for error in exc.errors())
+            raise ValueError(f"stage {stage!r}: {problems}") from None
+        names = [check.name for check in checks]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"stage {stage!r}: check {name!r} is defined twice")
+        return checks
 
     @field_validator("soak", mode="before")
     @classmethod
@@ -208,6 +260,23 @@ class Sequence(BaseModel):
     channel: str = "regular"
     stages: tuple[Stage, ...]
     max_stages: int | None = Field(default=None, alias="maxStages", ge=1)
+    # CHK-2: the Prometheus the health service asks this sequence's check queries (its base URL);
+    # None: the health service's default. Credentials stay in the service's settings, never here.
+    prometheus_url: str | None = Field(
+        default=None,
+        alias="prometheusUrl",
+        json_schema_extra={"pattern": PROMETHEUS_URL_PATTERN},
+        exclude_if=lambda url: url is None,
+    )
+
+    @field_validator("prometheus_url")
+    @classmethod
+    def _a_base_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(PROMETHEUS_URL_PATTERN.removesuffix(END_OF_TEXT), value):
+            raise ValueError(
+                f"prometheusUrl: {value!r} is not an http(s) base URL without credentials, such as http://prometheus:9090"
+            )
+        return value
 
     @model_validator(mode="after")
     def _linear(self) -> Sequence:

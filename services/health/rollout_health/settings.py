@@ -10,10 +10,11 @@ import uuid
 from enum import Enum
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from rollout_common.connection_settings import ServiceSettings, read_config_file
+from rollout_common.sequence import END_OF_TEXT, PROMETHEUS_URL_PATTERN
 
 
 class ProbeKind(str, Enum):
@@ -67,6 +68,35 @@ class KubernetesProbeSettings(BaseModel):
         default=None, description="instead of Secrets: a kubeconfig with one context per cluster, named as it"
     )
     timeout_s: float = Field(default=5.0, gt=0.0)
+
+
+class ChecksSettings(BaseModel):
+    """How the health service asks Prometheus for the metric checks (CHK-2)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prometheus_url: str = Field(
+        default="http://localhost:9090",
+        pattern=PROMETHEUS_URL_PATTERN.removesuffix(END_OF_TEXT) + "$",
+        description="Prometheus's base URL for sequences that name none (a sequence's prometheusUrl wins); "
+        "no credentials in it (they would show in the reasons of inconclusive results)",
+    )
+    timeout_s: float = Field(
+        default=10.0, gt=0.0, description="a query unanswered this long (connect included) is inconclusive"
+    )
+    bearer_token: SecretStr | None = Field(default=None, description="secret: sent as Authorization: Bearer")
+    basic_auth_username: str | None = Field(
+        default=None, pattern="^[^:]+$", description="basic auth user (no ':'), with basic_auth_password"
+    )
+    basic_auth_password: SecretStr | None = Field(default=None, description="secret: with basic_auth_username")
+
+    @model_validator(mode="after")
+    def _one_way_to_authenticate(self) -> ChecksSettings:
+        if (self.basic_auth_username is None) != (self.basic_auth_password is None):
+            raise ValueError("checks: basic_auth_username and basic_auth_password go together")
+        if self.bearer_token is not None and self.basic_auth_username is not None:
+            raise ValueError("checks: choose bearer_token or basic auth, not both")
+        return self
 
 
 class _Common(ServiceSettings):
@@ -124,6 +154,7 @@ class MonitorSettings(_Common):
     )
     web_port: int = Field(default=0, ge=0, le=65535, description="faust's web server; 0 disables it")
     restart_backoff_max_s: float = Field(default=30.0, gt=0.0)
+    checks: ChecksSettings = Field(default_factory=ChecksSettings)
 
 
 class InventorySettings(_Common):
@@ -143,4 +174,4 @@ class InventorySettings(_Common):
     watch_timeout_s: int = Field(default=300, gt=0, description="the server ends a watch after this; it resumes")
 
 
-__all__ = ["InventorySettings", "MonitorSettings", "ReporterSettings", "read_config_file"]
+__all__ = ["ChecksSettings", "InventorySettings", "MonitorSettings", "ReporterSettings", "read_config_file"]

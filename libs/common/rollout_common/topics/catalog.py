@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from rollout_common.check_results import CheckResult
 from rollout_common.commands import (
     CommandAck,
     Notice,
@@ -99,6 +100,14 @@ INVENTORY = TopicDef(
     compacted=True,
     doc="Cluster and cluster group registrations, relabels and removals, compacted by cluster or group (SEQ-6).",
 )
+CHECK_RESULTS = TopicDef(
+    "rollout.check-results",
+    (CheckResult,),
+    # One rollout's results stay in order on one partition, as the planner applies them per rollout.
+    key=lambda m: m.rollout_id,
+    partitions=4,
+    doc="The health service's metric check evaluations: passed, failed or inconclusive, with the value (CHK-2).",
+)
 PROGRESS = TopicDef(
     "rollout.progress",
     (StageTransition, RolloutTransition, CommandAck, WaitChanged, Notice, StageAdvance),
@@ -120,6 +129,7 @@ ALL = (
     UPGRADE_RESULTS,
     HEARTBEATS,
     READINESS,
+    CHECK_RESULTS,
     INVENTORY,
     PROGRESS,
     DEAD_LETTER,
