@@ -30,7 +30,7 @@ from rich.live import Live
 from rollout_adapters import connections
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.redis_store import RedisStore
-from rollout_cli import help_text
+from rollout_cli import ctrl_c, help_text
 from rollout_cli.acks import AckListener, Answer
 from rollout_cli.dashboard import ProgressCount, ProgressModel, spinner, status_view
 from rollout_cli.exit_codes import BadInputError, CliError, ExitCode, NoAnswerError, UnreachableError
@@ -191,7 +191,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     watch.add_argument(
         "--plain", action="store_true", help="one line per event (the default when stdout is not a terminal)"
     )
-    watch.set_defaults(handler=_handler(_watch, interrupted=0))
+    watch.set_defaults(handler=_handler(_watch), on_ctrl_c=ExitCode.OK)
 
     apply = help_text.command(
         sub,
@@ -298,24 +298,24 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _handler(
-    run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]], *, interrupted: int = ExitCode.INTERRUPTED
-) -> Callable[[argparse.Namespace], int]:
+def _handler(run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]]) -> Callable[[argparse.Namespace], int]:
     """Run an async command; turn the errors a person can act on into one line and their exit code.
 
-    Ctrl-C exits with `interrupted`: 130 by convention, 0 for `watch`, where it is how one stops.
+    Ctrl-C exits with the command's `on_ctrl_c`: 130 by convention, 0 for `watch`, where it is how
+    one stops (`rollout_cli.main`).
     """
 
     def handle(args: argparse.Namespace) -> int:
         # aiokafka logs each failed connection attempt; the one line below says it better.
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
         try:
-            return asyncio.run(run(args))
+            with ctrl_c.held():
+                return ctrl_c.run(run(args))
         except CliError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return int(exc.code)
-        except KeyboardInterrupt:
-            return int(interrupted)
+        except (KeyboardInterrupt, ctrl_c.StoppedByCtrlCError):
+            return int(getattr(args, "on_ctrl_c", ExitCode.INTERRUPTED))
 
     return handle
 
@@ -428,7 +428,7 @@ async def _published_and_answered(args: argparse.Namespace, command: OperatorCom
         with _kafka_errors(args, topic=args.topic_prefix + PROGRESS.name):
             return await listener.answer(command.command_id, timeout_s=args.timeout)
     finally:
-        await bus.close()
+        await ctrl_c.closed(bus.close())
 
 
 def _report(answer: Answer | None, *, what: str, command_id: str, timeout_s: float) -> int:
@@ -524,7 +524,7 @@ async def _publish(
                     progress.advance(len(chunk) + (1 if start == 1 else 0))
     finally:
         if own:
-            await client.close()
+            await ctrl_c.closed(client.close())
 
 
 @contextlib.contextmanager
@@ -579,7 +579,7 @@ async def _with_store(args: argparse.Namespace, call: Callable[[RedisStore], Awa
     except RolloutError as exc:
         raise BadInputError(f"Redis at {redis} refused: {_short(exc)}") from exc
     finally:
-        await store.close()
+        await ctrl_c.closed(store.close())
 
 
 async def _read_status(args: argparse.Namespace) -> dict[str, Any]:
@@ -660,7 +660,7 @@ async def _watch(args: argparse.Namespace) -> int:
     except RolloutError as exc:  # a refused login or a missing ACL: one line, not a traceback
         raise BadInputError(f"Kafka at {args.bootstrap} refused: {_short(exc)}") from exc
     finally:
-        await bus.close()
+        await ctrl_c.closed(bus.close())
     return 0
 
 
