@@ -400,6 +400,9 @@ def _command(**fields: Any) -> OperatorCommand:
     command: OperatorCommand = _validated(
         OperatorCommand, command_id=f"cmd-{uuid.uuid4().hex[:12]}", issued_by=_user(), **fields
     )
+    misplaced = command.misplaced_field()
+    if misplaced is not None:  # the planner would reject it (OPS-3); said before publishing
+        raise BadInputError(misplaced)
     return command
 
 
@@ -418,6 +421,7 @@ async def _send_command(args: argparse.Namespace, command: OperatorCommand | Seq
 
 
 async def _published_and_answered(args: argparse.Namespace, command: OperatorCommand | SequenceChange) -> Answer | None:
+    _encoded(args, OPERATOR_COMMANDS, command, command.command_id)  # one too large is refused before anything
     bus = _bus(args)
     listener = AckListener(bus, topic_prefix=args.topic_prefix)
     try:
@@ -499,32 +503,45 @@ async def _publish(
     bus: KafkaBus | None = None,
 ) -> None:
     """Publish `items` on `topic`; closes the bus afterwards unless it was given."""
+    encoded = [_encoded(args, topic, model, event_id) for model, event_id in items]
     own = bus is None
     client = _bus(args) if bus is None else bus
     name = args.topic_prefix + topic.name
 
-    async def send(model: BaseModel, event_id: str) -> None:
-        value, headers = envelope.encode(model, event_id=event_id, source=args.source, at=time.time())
-        await client.publish(name, key=topic.key(model).encode(), value=value, headers=headers)
+    async def send(key: bytes, value: bytes, headers: dict[str, bytes]) -> None:
+        await client.publish(name, key=key, value=value, headers=headers)
 
     try:
         with _kafka_errors(args, topic=name, hint="run `rollout apply` or start the planner first"):
             async with asyncio.timeout(_CONNECT_TIMEOUT_S):
                 if create_topics:
                     await client.ensure_topics([t.spec(args.topic_prefix) for t in ALL])
-                if items:
-                    await send(*items[0])  # connects, and fails fast on a wrong address or topic
+                if encoded:
+                    await send(*encoded[0])  # connects, and fails fast on a wrong address or topic
             # The rest in chunks sent together: one round trip per chunk instead of per message, and a
             # deadline per chunk so a large fleet is not cut off by the connect timeout.
-            for start in range(1, len(items), _PUBLISH_CHUNK):
-                chunk = items[start : start + _PUBLISH_CHUNK]
+            for start in range(1, len(encoded), _PUBLISH_CHUNK):
+                chunk = encoded[start : start + _PUBLISH_CHUNK]
                 async with asyncio.timeout(_CONNECT_TIMEOUT_S):
-                    await asyncio.gather(*(send(model, event_id) for model, event_id in chunk))
+                    await asyncio.gather(*(send(*message) for message in chunk))
                 if progress is not None:
                     progress.advance(len(chunk) + (1 if start == 1 else 0))
     finally:
         if own:
             await ctrl_c.closed(client.close())
+
+
+def _encoded(
+    args: argparse.Namespace, topic: TopicDef, model: BaseModel, event_id: str
+) -> tuple[bytes, bytes, dict[str, bytes]]:
+    """(key, value, headers) of one message; one that every consumer would refuse for its size is
+    refused here, before anything is published (it would be dead-lettered, never answered)."""
+    value, headers = envelope.encode(model, event_id=event_id, source=args.source, at=time.time())
+    problem = envelope.size_problem(value, headers)
+    if problem is not None:
+        shown = event_id if len(event_id) <= 40 else f"{event_id[:40]}..."
+        raise BadInputError(f"{type(model).__name__} {shown}: {problem}; nothing was published")
+    return topic.key(model).encode(), value, headers
 
 
 @contextlib.contextmanager
