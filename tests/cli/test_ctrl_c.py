@@ -31,8 +31,6 @@ from rollout_common.topics import ALL
 from rollout_common.topics.catalog import PROGRESS
 from rollout_devenv import KafkaBroker
 
-pytestmark = pytest.mark.integration
-
 ROLLOUT = Path(sys.executable).parent / "rollout"
 # Past the start-up, the command ends within GRACE_S + LEFTOVER_S of the Ctrl-C; a Ctrl-C that comes
 # while the modules load takes effect once they have loaded, which a loaded machine makes slow.
@@ -65,18 +63,24 @@ class Watch:
         except subprocess.TimeoutExpired:
             self.process.kill()
             _, err = self.process.communicate()
-            pytest.fail(f"rollout watch still ran {EXIT_BOUND_S:g} s after Ctrl-C; stderr: {err}")
+            pytest.fail(f"rollout still ran {EXIT_BOUND_S:g} s after Ctrl-C; stderr: {err}")
         return self.process.returncode, err, time.monotonic() - signalled
 
 
 @contextmanager
 def _watch(bootstrap: str, prefix: str) -> Iterator[Watch]:
-    argv = [str(ROLLOUT), "watch", "--plain", "--bootstrap", bootstrap, "--topic-prefix", prefix]
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with _started(["watch", "--plain", "--bootstrap", bootstrap, "--topic-prefix", prefix]) as watch:
+        yield watch
+
+
+@contextmanager
+def _started(argv: list[str]) -> Iterator[Watch]:
+    """`rollout ARGV` once its `main` has begun."""
+    process = subprocess.Popen([str(ROLLOUT), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + _STARTED_S
         while not _sigint_blocked(process.pid):
-            assert process.poll() is None and time.monotonic() < deadline, "rollout watch never reached main"
+            assert process.poll() is None and time.monotonic() < deadline, f"rollout {argv[0]} never reached main"
         yield Watch(process, time.monotonic())
     finally:
         if process.poll() is None:
@@ -123,6 +127,7 @@ def _assert_clean(outcome: tuple[int, str, float], *, at: str) -> None:
     assert took < EXIT_BOUND_S, f"Ctrl-C {at}: exited {took:.1f} s later"
 
 
+@pytest.mark.integration
 def test_ctrl_c_at_any_point_of_the_start_up_exits_0_without_a_traceback(
     kafka_bootstrap: str, topic_prefix: str
 ) -> None:
@@ -147,6 +152,7 @@ def _frozen(broker: KafkaBroker) -> Iterator[None]:
         os.kill(pid, signal.SIGCONT)
 
 
+@pytest.mark.integration
 def test_ctrl_c_with_the_broker_frozen_exits_0_within_the_grace(
     kafka_broker: KafkaBroker, kafka_bootstrap: str, topic_prefix: str
 ) -> None:
@@ -161,3 +167,21 @@ def test_ctrl_c_with_the_broker_frozen_exits_0_within_the_grace(
     for after in (0.0, joined / 3, 2 * joined / 3, joined, 1.5 * joined):
         with _frozen(kafka_broker), _watch(kafka_bootstrap, prefix) as watch:
             _assert_clean(_ctrl_c_at(watch, after), at=f"{after:.2f} s after main began, broker frozen")
+
+
+def test_ctrl_c_stops_the_demo_at_any_point_with_130_and_no_traceback() -> None:
+    """The same for `rollout demo` (a plain command: Ctrl-C is KeyboardInterrupt there): while it
+    loads, while it builds its fleet and while it runs, it exits 130 (interrupted) without a traceback."""
+    argv = ["demo", "--no-live", "--no-dashboard", "--speed", "1"]
+    with _started(argv) as demo:
+        assert demo.process.stdout is not None
+        assert demo.process.stdout.readline(), demo.process.communicate()
+        running = time.monotonic() - demo.began  # when it printed its first line
+        code, err, _ = demo.ctrl_c()
+        assert (code, err) == (130, ""), err
+    for point in range(6):
+        after = running * point / 5
+        with _started(argv) as demo:
+            code, err, took = _ctrl_c_at(demo, after)
+            assert (code, err) == (130, ""), f"Ctrl-C {after:.2f} s after main began: exit {code}, stderr {err!r}"
+            assert took < EXIT_BOUND_S
