@@ -17,7 +17,19 @@ from rollout_cli.exit_codes import ExitCode, table
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rollout_cli import configdoc, demo, fleet_import, offline, operator  # here: see the docstring
+    # here, not at the top: see the docstring
+    from rollout_cli import (
+        apply,
+        configdoc,
+        demo,
+        fleet_import,
+        offline,
+        operator_commands,
+        release,
+        schemas,
+        status,
+        watch,
+    )
 
     parser = argparse.ArgumentParser(
         prog="rollout",
@@ -29,7 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     offline.register(sub)
     demo.register(sub)
-    operator.register(sub)
+    release.register(sub)
+    operator_commands.register(sub)
+    status.register(sub)
+    watch.register(sub)
+    apply.register(sub)
+    schemas.register(sub)
     configdoc.register(sub)
     fleet_import.register(sub)
     return parser
