@@ -17,8 +17,16 @@ from rollout_common.events import OperatorCommand
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    common = common_options()
-    acked = ack_options()
+    parents = [common_options(), ack_options()]
+    _register_pause_resume_cancel(sub, parents)
+    _register_retry(sub, parents)
+    _register_soak(sub, parents)
+
+
+def _register_pause_resume_cancel(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    parents: list[argparse.ArgumentParser],
+) -> None:
     for action, what, rule in (
         ("pause", "stop handing out new batches; upgrades already running finish", "OPS-1"),
         ("resume", "hand out batches again after a pause", "OPS-1"),
@@ -27,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         parser = help_text.command(
             sub,
             action,
-            parents=[common, acked],
+            parents=parents,
             summary=f"{action} a rollout: {what} ({rule})",
             description=f"{action.capitalize()}: {what}. {TARGET_HELP}\n\n{ACK_HELP}",
             examples=[f"rollout {action} --rollout prod-1", f"rollout {action} --all --no-wait"],
@@ -35,10 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         target_options(parser)
         parser.set_defaults(handler=async_command(_operator_action), action=action)
 
+
+def _register_retry(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:  # type: ignore[type-arg]
     retry = help_text.command(
         sub,
         "retry",
-        parents=[common, acked],
+        parents=parents,
         summary="retry failed upgrades of a rollout, one stage or one cluster (OPS-4)",
         description="The failed clusters become OUT_OF_SYNC again and go out in later batches under the same "
         "gates; executors run a retried upgrade once more even though its failure is recorded. Without "
@@ -55,10 +65,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     narrow.add_argument("--cluster", help="retry only this cluster's failed upgrades, e.g. prod-eu-07")
     retry.set_defaults(handler=async_command(_operator_action), action="retry")
 
+
+def _register_soak(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:  # type: ignore[type-arg]
     soak = help_text.command(
         sub,
         "soak",
-        parents=[common, acked],
+        parents=parents,
         summary="set or clear a stage's soak for one version (OPS-2)",
         description="Overrides how long a stage soaks one version before qualifying it for the next stage; "
         f"a soak under way is recomputed from when it began.\n\n{ACK_HELP}",

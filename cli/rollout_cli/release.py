@@ -16,6 +16,11 @@ from rollout_common.topics.catalog import RELEASE_TARGETS
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     common = common_options()
+    _register_release(sub, common)
+    _register_start(sub, common)
+
+
+def _register_release(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
     release = help_text.command(
         sub,
         "release",
@@ -42,6 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     release.set_defaults(handler=async_command(_release))
 
+
+def _register_start(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
     start = help_text.command(
         sub,
         "start",
