@@ -18,9 +18,10 @@ from rollout_cli.options import ack_options, common_options
 from rollout_cli.publishing import publish, user, validated
 from rollout_cli.status import status_if_any
 from rollout_common.events import InventoryChange, SequenceChange
+from rollout_common.fleet import Cluster
 from rollout_common.topics.catalog import INVENTORY, OPERATOR_COMMANDS
 from rollout_planner.service.checkpoint import SEQUENCE_KEY
-from rollout_planner.simulation.scenario import ScenarioError, load_scenario
+from rollout_planner.simulation.scenario import Scenario, ScenarioError, load_scenario
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -42,25 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 async def _apply(args: argparse.Namespace) -> int:
-    try:
-        with spinner(f"reading {args.file}"):
-            scenario = load_scenario(args.file)
-            clusters = scenario.fleet()
-    except ScenarioError as exc:
-        raise BadInputError(str(exc)) from exc
-    upserts: list[tuple[BaseModel, str]] = [
-        (InventoryChange(action="upsert", cluster_group=g), f"inventory-group-{g.name}-{uuid.uuid4().hex[:8]}")
-        for g in scenario.cluster_groups
-    ]
-    upserts += [
-        (InventoryChange(action="upsert", cluster=c), f"inventory-{c.name}-{uuid.uuid4().hex[:8]}") for c in clusters
-    ]
-    with ProgressCount(len(upserts), "publishing clusters to the inventory") as progress:
-        await publish(args, INVENTORY, upserts, create_topics=True, progress=progress)
-    groups = len(scenario.cluster_groups)
-    published = f"{len(clusters)} cluster(s) published to the inventory" + (
-        f" with {groups} cluster group(s)" if groups else ""
-    )
+    scenario, clusters = _read(args.file)
+    published = await _publish_fleet(args, scenario, clusters)
     sequence = scenario.sequence
     stored = sequence.model_dump_json(by_alias=True).encode()
     if await status_if_any(args) is None:
@@ -79,10 +63,35 @@ async def _apply(args: argparse.Namespace) -> int:
     if answer is not None and answer.accepted:
         # Kept for a planner that starts without a snapshot; only a definition the planner took.
         await with_store(args, lambda store: store.put(SEQUENCE_KEY, stored))
-    code = report(
+    return report(
         answer, what=f"{what}, change {change.command_id}", command_id=change.command_id, timeout_s=args.timeout
     )
-    return code
+
+
+def _read(path: Path) -> tuple[Scenario, list[Cluster]]:
+    try:
+        with spinner(f"reading {path}"):
+            scenario = load_scenario(path)
+            return scenario, scenario.fleet()
+    except ScenarioError as exc:
+        raise BadInputError(str(exc)) from exc
+
+
+async def _publish_fleet(args: argparse.Namespace, scenario: Scenario, clusters: list[Cluster]) -> str:
+    """Every cluster group, then every cluster, upserted in the inventory; says what was published."""
+    upserts: list[tuple[BaseModel, str]] = [
+        (InventoryChange(action="upsert", cluster_group=g), f"inventory-group-{g.name}-{uuid.uuid4().hex[:8]}")
+        for g in scenario.cluster_groups
+    ]
+    upserts += [
+        (InventoryChange(action="upsert", cluster=c), f"inventory-{c.name}-{uuid.uuid4().hex[:8]}") for c in clusters
+    ]
+    with ProgressCount(len(upserts), "publishing clusters to the inventory") as progress:
+        await publish(args, INVENTORY, upserts, create_topics=True, progress=progress)
+    groups = len(scenario.cluster_groups)
+    return f"{len(clusters)} cluster(s) published to the inventory" + (
+        f" with {groups} cluster group(s)" if groups else ""
+    )
 
 
 __all__ = ["register"]
