@@ -10,6 +10,9 @@ Kafka client's close that waited 40 s on a frozen broker. Now:
 - an async command runs in `run()`: the signal is let through only once the event loop's handler
   is in place, and it cancels the command's task; whatever the task still does (closing its
   clients) gets `GRACE_S`, then the command ends anyway, leaving what is still open to the exit.
+
+What comes before `main` (the interpreter starting, a few tens of milliseconds) is Python's own:
+a Ctrl-C then ends the process as it ends any Python program.
 """
 
 from __future__ import annotations
