@@ -7,16 +7,23 @@ forward until an acknowledgement carries the command's id.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import sys
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rollout_adapters.kafka_bus import KafkaBus, KafkaConsumer
+from rollout_cli import ctrl_c
+from rollout_cli.clients import CONNECT_TIMEOUT_S, kafka_bus, kafka_errors
+from rollout_cli.exit_codes import ExitCode, NoAnswerError
+from rollout_cli.publishing import encode_checked, publish
 from rollout_common import envelope
 from rollout_common.commands import CommandAck
 from rollout_common.errors import InvalidInputError
-from rollout_common.topics.catalog import PROGRESS
+from rollout_common.events import OperatorCommand, SequenceChange
+from rollout_common.topics.catalog import OPERATOR_COMMANDS, PROGRESS
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,4 +74,43 @@ def _ack(value: bytes, headers: Mapping[str, bytes]) -> CommandAck | None:
     return message if isinstance(message, CommandAck) else None
 
 
-__all__ = ["AckListener", "Answer", "listener_group"]
+async def send_command(args: argparse.Namespace, command: OperatorCommand | SequenceChange, *, what: str) -> int:
+    """Publish an operator command; unless --no-wait, wait for its acknowledgement and report it."""
+    if args.no_wait:
+        await publish(args, OPERATOR_COMMANDS, [(command, command.command_id)])
+        print(f"published {what}; the planner acknowledges it on the progress topic")
+        return ExitCode.OK
+    answer = await published_and_answered(args, command)
+    return report(answer, what=what, command_id=command.command_id, timeout_s=args.timeout)
+
+
+async def published_and_answered(args: argparse.Namespace, command: OperatorCommand | SequenceChange) -> Answer | None:
+    encode_checked(args, OPERATOR_COMMANDS, command, command.command_id)  # one too large is refused before anything
+    bus = kafka_bus(args)
+    listener = AckListener(bus, topic_prefix=args.topic_prefix)
+    try:
+        with kafka_errors(args, topic=args.topic_prefix + PROGRESS.name):
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                await listener.start()  # before publishing: an answer in milliseconds is not missed
+        await publish(args, OPERATOR_COMMANDS, [(command, command.command_id)], bus=bus)
+        with kafka_errors(args, topic=args.topic_prefix + PROGRESS.name):
+            return await listener.answer(command.command_id, timeout_s=args.timeout)
+    finally:
+        await ctrl_c.closed(bus.close())
+
+
+def report(answer: Answer | None, *, what: str, command_id: str, timeout_s: float) -> int:
+    if answer is None:
+        raise NoAnswerError(
+            f"{what} was published, but the planner did not answer within {timeout_s:g} s: check that it runs "
+            f"(`rollout status` shows when it last decided), then look for the answer with "
+            f"`rollout watch --plain --from-beginning | grep {command_id}`"
+        )
+    if not answer.accepted:
+        print(f"rejected: {what}: {answer.reason}", file=sys.stderr)
+        return ExitCode.REJECTED
+    print(f"accepted: {what}: {answer.reason}")
+    return ExitCode.OK
+
+
+__all__ = ["AckListener", "Answer", "listener_group", "published_and_answered", "report", "send_command"]

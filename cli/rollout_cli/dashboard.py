@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
+from rollout_cli import tables
 from rollout_common.status_words import (
     TRACK_NAMES,
     clock_text,
@@ -104,7 +105,7 @@ def stages_table(doc: Doc, *, clock: float) -> Table:
                 timing_text(track, clock),
                 counts_text(track["counts"]),
             )
-    return table
+    return tables.folding(table)
 
 
 def partition_bar(*, size: int, done: int, not_ready: int, width: int = _BAR_WIDTH) -> Text:
@@ -179,7 +180,7 @@ def partitions_table(doc: Doc) -> Table:
             )
         if hidden:
             table.add_row("", Text(f"+{hidden} finished partition(s)", style="dim"), "", "", "", "", "")
-    return table
+    return tables.folding(table)
 
 
 def waits_table(doc: Doc, *, clock: float | None = None) -> RenderableType:
@@ -197,7 +198,7 @@ def waits_table(doc: Doc, *, clock: float | None = None) -> RenderableType:
         if wait.get("until") is not None:
             reason.append(f"\n  until {until_text(wait['until'], clock=clock)}", style="dim")
         table.add_row(where, Text(wait["rule"], style="yellow"), reason)
-    return table
+    return tables.folding(table)
 
 
 def rollouts_text(doc: Doc, *, clock: float | None = None, limit: int = 3) -> Text:
@@ -381,7 +382,7 @@ def summary_table(doc: Doc) -> Table:
                 counts_text(track["counts"]),
             )
         table.add_section()
-    return table
+    return tables.folding(table)
 
 
 def attention_table(rows: Sequence[Attention]) -> RenderableType:
@@ -392,7 +393,7 @@ def attention_table(rows: Sequence[Attention]) -> RenderableType:
         table.add_column(column, no_wrap=column != "reason")
     for row in rows:
         table.add_row(row.cluster, row.kind, Text(row.status, style=_STATUS_STYLE.get(row.status, "")), row.reason)
-    return table
+    return tables.folding(table)
 
 
 # -- a status document kept up to date from progress events (`rollout watch`) ------------------------

@@ -1,4 +1,8 @@
-"""The `rollout` command: one entry point, one sub-command module each."""
+"""The `rollout` command: one entry point, one sub-command module each.
+
+This module imports nothing heavy at its top: `main` holds Ctrl-C (`rollout_cli.ctrl_c`) before
+the command modules, which take a second or more to load, are imported.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,25 @@ import os
 import sys
 from collections.abc import Sequence
 
-from rollout_cli import configdoc, demo, fleet_import, offline, operator
-from rollout_cli.exit_codes import table
+from rollout_cli import ctrl_c
+from rollout_cli.exit_codes import ExitCode, table
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # here, not at the top: see the docstring
+    from rollout_cli import (
+        apply,
+        configdoc,
+        demo,
+        fleet_import,
+        offline,
+        operator_commands,
+        release,
+        schemas,
+        status,
+        watch,
+    )
+
     parser = argparse.ArgumentParser(
         prog="rollout",
         description="Staged, gated Kubernetes fleet upgrades. `rollout COMMAND --help` explains a command, "
@@ -23,25 +41,35 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     offline.register(sub)
     demo.register(sub)
-    operator.register(sub)
+    release.register(sub)
+    operator_commands.register(sub)
+    status.register(sub)
+    watch.register(sub)
+    apply.register(sub)
+    schemas.register(sub)
     configdoc.register(sub)
     fleet_import.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        code: int = args.handler(args)
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        # the reader went away (`rollout ... | head`): stop quietly, as other command-line tools do
-        with contextlib.suppress(OSError):
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - replaced so interpreter exit does not flush into the closed pipe
-        return 0
-    return code
+    with ctrl_c.held():
+        args = build_parser().parse_args(argv)
+        # `rollout watch` is stopped by Ctrl-C as a matter of course: exit 0 (ExitCode.INTERRUPTED's meaning)
+        interrupted = int(getattr(args, "on_ctrl_c", ExitCode.INTERRUPTED))
+        if ctrl_c.pressed():
+            return interrupted
+        try:
+            with ctrl_c.allowed():
+                code: int = args.handler(args)
+        except KeyboardInterrupt:
+            return interrupted
+        except BrokenPipeError:
+            # the reader went away (`rollout ... | head`): stop quietly, as other command-line tools do
+            with contextlib.suppress(OSError):
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - replaced so interpreter exit does not flush into the closed pipe
+            return 0
+        return code
 
 
 if __name__ == "__main__":

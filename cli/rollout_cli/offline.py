@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from rollout_cli import help_text
+from rollout_cli import help_text, tables
 from rollout_cli.dashboard import spinner
 from rollout_cli.exit_codes import ExitCode
 from rollout_planner.simulation.preview import preview
@@ -128,7 +128,7 @@ def _print_plan(result: dict[str, Any], *, show_clusters: bool) -> None:
             parts += f"; {len(stage['noPartition'])} in no partition"
         cells = [_window(stage["timeline"][t]) for t in ("controlPlane", "nodes")]
         stages.add_row(stage["name"], str(stage["clusters"]), parts or "-", *cells)
-    console.print(stages)
+    tables.show(console, stages)
     batches = Table(title="batch order (ideal run: no failures, no outages)")
     for column in ("at", "stage", "track", "partition", "version", "clusters"):
         batches.add_column(column)
@@ -138,7 +138,7 @@ def _print_plan(result: dict[str, Any], *, show_clusters: bool) -> None:
         batches.add_row(
             batch["at"], batch["stage"], batch["track"], batch["partition"], batch["version"], f"{len(names)}: {shown}"
         )
-    console.print(batches)
+    tables.show(console, batches)
     if len(result["batches"]) > 40:
         console.print(f"... {len(result['batches']) - 40} more batches (--json shows all)")
     _print_eligibility(console, result["eligibility"], show_all=show_clusters)
@@ -174,4 +174,4 @@ def _print_eligibility(console: Console, eligibility: dict[str, Any], *, show_al
             why = f" ({t['reason']})" if t["reason"] else ""
             cells.append(f"{t['version']}{arrow} {t['status']}{why}")
         table.add_row(name, entry["stage"] or "-", entry["partition"] or "-", *cells)
-    console.print(table)
+    tables.show(console, table)

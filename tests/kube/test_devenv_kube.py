@@ -4,11 +4,14 @@ etcd without seeing each other's objects."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -43,15 +46,47 @@ def _crds(kubeconfig: Path) -> set[str]:
         client.close()
 
 
-def test_make_kube_serves_until_ctrl_c() -> None:
+def _descendants(pid: int) -> set[int]:
+    """Every process below `pid` now (the servers run in sessions of their own, still its children)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # the name, in parentheses, may hold spaces: the parent pid is the 2nd field after it
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@dataclass
+class _Served:
+    process: subprocess.Popen[str]
+    kubeconfig: Path
+    servers: set[int]  # the pids under the process once the stack is up (etcd, kube-apiserver, ...)
+
+
+@contextlib.contextmanager
+def _serving(argv: list[str]) -> Iterator[_Served]:
+    """`argv` started as a terminal starts it (a process group of its own), until it prints KUBECONFIG=;
+    afterwards whatever of it is left is stopped."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     env.pop("KUBECONFIG", None)
     process = subprocess.Popen(
-        ["make", "-s", "kube"], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
+        argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
-        assert process.stdout is not None
+        assert process.stdout is not None and process.stderr is not None
         # `make kube` first prints the binary's path (kube-build), then KUBECONFIG= once the stack is up.
         line = process.stdout.readline()
         if not line.startswith("KUBECONFIG="):
@@ -61,16 +96,41 @@ def test_make_kube_serves_until_ctrl_c() -> None:
         assert _crds(kubeconfig) == CRDS
         config = json.loads(kubeconfig.read_text())
         assert config["clusters"][0]["cluster"]["server"].startswith("https://127.0.0.1:")
-        os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in the terminal reaches make and its child
-        # make itself dies of the SIGINT, as it does in a terminal; what matters is its child's cleanup.
-        assert process.wait(timeout=60) == -signal.SIGINT
-        assert not kubeconfig.exists()  # the apiserver's data dir went with it
-        assert process.stderr is not None and "stopping..." in process.stderr.read()
+        yield _Served(process, kubeconfig, _descendants(process.pid))
     finally:
         stop_processes([process], whole_group=True)
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()
+
+
+def _assert_stopped_cleanly(served: _Served) -> None:
+    """What Ctrl-C must do, whoever started the stack: stop every server it started, say so, and
+    remove the kubeconfig with the apiserver's data dir."""
+    assert served.servers, "no server processes seen under the stack"
+    assert not [pid for pid in served.servers if _alive(pid)]
+    assert not served.kubeconfig.exists()
+    assert served.process.stderr is not None
+    assert "stopping..." in served.process.stderr.read()
+
+
+def test_kube_run_serves_until_ctrl_c_and_exits_0() -> None:
+    """The devenv's own behaviour, without make in between: Ctrl-C in the terminal (SIGINT to the
+    whole foreground group) stops the servers in order and exits 0."""
+    with _serving([sys.executable, "-m", "rollout_devenv", "kube", "run"]) as served:
+        os.killpg(served.process.pid, signal.SIGINT)
+        assert served.process.wait(timeout=60) == 0
+        _assert_stopped_cleanly(served)
+
+
+def test_make_kube_serves_until_ctrl_c() -> None:
+    """`make kube` runs the same: what it prints, and that Ctrl-C leaves nothing running. make's own
+    exit status is not ours: it reports 0 or dies of the SIGINT, depending on whether the signal
+    reaches it before its child has exited (the child's exit is asserted above)."""
+    with _serving(["make", "-s", "kube"]) as served:
+        os.killpg(served.process.pid, signal.SIGINT)  # Ctrl-C in the terminal reaches make and its child
+        served.process.wait(timeout=60)
+        _assert_stopped_cleanly(served)
 
 
 def test_apiservers_share_etcd_under_their_own_prefixes(kube_stack: KubeStack | None) -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import functools
-from collections.abc import Mapping
+import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,39 @@ def encode(
     if subject:
         headers["ce_subject"] = subject.encode()
     return model.model_dump_json(by_alias=True).encode(), headers
+
+
+def size_problem(value: bytes, headers: Mapping[str, bytes]) -> str | None:
+    """Why `decode` would refuse an encoded message for its size, naming the field and the limit;
+    None when it is within every size bound. For a publisher, which refuses such a message instead
+    of sending what every consumer dead-letters unanswered. Meant for our own encoder's output."""
+    if len(value) > MAX_VALUE_BYTES:
+        return f"the message is {len(value):,} bytes, over the limit of {MAX_VALUE_BYTES:,}"
+    header_bytes = sum(len(name) + len(raw) for name, raw in headers.items())
+    if header_bytes > MAX_HEADER_BYTES:
+        longest = max(headers, key=lambda name: len(headers[name]))
+        return (
+            f"the headers are {header_bytes:,} bytes ({longest} {len(headers[longest]):,}), over the limit of "
+            f"{MAX_HEADER_BYTES:,}"
+        )
+    limit = json_bounds.MAX_STRING_BYTES
+    for where, size in _string_sizes(json.loads(value), ()):
+        if size > limit:
+            return f"{where} is {size:,} bytes as JSON, over the limit of {limit:,} for one string"
+    return None
+
+
+def _string_sizes(data: Any, path: tuple[str, ...]) -> Iterator[tuple[str, int]]:
+    """(field path, size as a JSON literal) of every string in `data`, keys included."""
+    if isinstance(data, str):
+        yield ".".join(path) or "value", len(json.dumps(data, ensure_ascii=False).encode())
+    elif isinstance(data, dict):
+        for key, item in data.items():
+            yield from _string_sizes(key, (*path, "(a key)"))
+            yield from _string_sizes(item, (*path, key))
+    elif isinstance(data, list):
+        for index, item in enumerate(data):
+            yield from _string_sizes(item, (*path, str(index)))
 
 
 @functools.lru_cache(maxsize=64)

@@ -67,6 +67,37 @@ class OperatorCommand(_Event):
     def _soak(cls, value: object) -> object:
         return None if value is None else check_soak(value, field="soak")
 
+    def misplaced_field(self) -> str | None:
+        """Why a field given does not belong to the action (OPS-3 rejects the command with it), or
+        None. A model error would dead-letter the command unanswered; and a pause naming a stage,
+        taken as it is, would pause the whole rollout."""
+        takes = _ACTION_FIELDS[self.action]
+        for name in _NARROWING_FIELDS:
+            value = getattr(self, name)
+            if value is not None and value is not False and name not in takes:
+                alias = OperatorCommand.model_fields[name].alias or name
+                return f"{self.action} takes no {alias}: {_WHAT_ACTIONS_TAKE[self.action]}"
+        return None
+
+
+# The fields that say what an operator command applies to, and which of them each action takes.
+_NARROWING_FIELDS = ("rollout_id", "all_rollouts", "stage", "cluster", "version", "soak")
+_ROLLOUT_WIDE = frozenset({"rollout_id", "all_rollouts"})
+_ACTION_FIELDS: dict[str, frozenset[str]] = {
+    "pause": _ROLLOUT_WIDE,
+    "resume": _ROLLOUT_WIDE,
+    "cancel": _ROLLOUT_WIDE,
+    "retry": _ROLLOUT_WIDE | {"stage", "cluster"},
+    "soak_override": frozenset({"stage", "version", "soak"}),
+}
+_WHAT_ACTIONS_TAKE = {
+    "pause": "it applies to a whole rollout (rolloutId, or all) (OPS-1, OPS-5)",
+    "resume": "it applies to a whole rollout (rolloutId, or all) (OPS-1, OPS-5)",
+    "cancel": "it applies to a whole rollout (rolloutId, or all) (OPS-1, OPS-5)",
+    "retry": "it narrows to a stage or a cluster of a rollout (rolloutId, or all) (OPS-4)",
+    "soak_override": "an override is for a stage and a version, whatever the rollout (stage, version, soak) (OPS-2)",
+}
+
 
 class UpgradeResult(_Event):
     """An executor's report about one cluster on one track."""

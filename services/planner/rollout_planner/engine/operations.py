@@ -24,6 +24,9 @@ def apply_command(state: EngineState, command: OperatorCommand) -> None:
 
 
 def _apply(state: EngineState, command: OperatorCommand) -> str | None:
+    misplaced = command.misplaced_field()
+    if misplaced is not None:
+        return misplaced
     if command.action == "soak_override":
         return _soak_override(state, command)
     if command.stage is not None and command.stage not in state.stage_by_name:
