@@ -98,7 +98,7 @@ class Planner:
         self._origin: dict[int, Record] = {}
         self.metrics = metrics or PlannerMetrics()
         self.dead_letters = DeadLetterMetrics(self.metrics.registry)
-        self._intake = Intake(prefix=settings.topic_prefix)
+        self._intake = Intake(prefix=settings.topic_prefix, max_future_skew_s=settings.max_future_skew_s)
         self._consumer: Consumer | None = None
         self._stopping = asyncio.Event()
         self.ready = False
@@ -251,7 +251,7 @@ class Planner:
     async def _handle(self, records: Sequence[Record], *, now: float, due: bool) -> None:
         batch = self.checkpoint.batch + 1
         outbox = Outbox(prefix=self._settings.topic_prefix, source=self._settings.source, batch=batch, at=now)
-        events = self._take(records, outbox)
+        events = self._take(records, outbox, now=now)
         if not events and not due and not outbox.messages:
             return  # only records the snapshot already holds: nothing to decide or to write
         if due:
@@ -272,7 +272,7 @@ class Planner:
         # between an event and the commands it caused.
         await self._snapshot_if_due()
 
-    def _take(self, records: Sequence[Record], outbox: Outbox) -> list[Event]:
+    def _take(self, records: Sequence[Record], outbox: Outbox, *, now: float) -> list[Event]:
         events: list[Event] = []
         self._origin = {}
         for record in records:
@@ -280,7 +280,7 @@ class Planner:
                 self.metrics.duplicates_skipped.inc()
                 continue
             try:
-                events.append(self._intake.decode(record))
+                events.append(self._intake.decode(record, now=now))
                 self._origin[id(events[-1])] = record
             except InvalidInputError as exc:
                 outbox.add_dead_letter(record, str(exc))
