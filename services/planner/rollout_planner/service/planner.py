@@ -60,6 +60,7 @@ from rollout_planner.service.outbox import Outbox, OutboxMessage
 from rollout_planner.service.quarantine import Decide, describe, engine_version, search
 from rollout_planner.service.settings import PlannerSettings
 from rollout_planner.service.status_document import encode_status
+from rollout_planner.service.unknown_clusters import UnknownClusterNotices
 
 log = logging.getLogger("rollout.planner")
 
@@ -99,6 +100,7 @@ class Planner:
         self.metrics = metrics or PlannerMetrics()
         self.dead_letters = DeadLetterMetrics(self.metrics.registry)
         self._intake = Intake(prefix=settings.topic_prefix, max_future_skew_s=settings.max_future_skew_s)
+        self._unknown = UnknownClusterNotices(interval_s=settings.unknown_notice_interval_s)
         self._consumer: Consumer | None = None
         self._stopping = asyncio.Event()
         self.ready = False
@@ -260,6 +262,7 @@ class Planner:
         events = in_decision_order(events)
         self.lease.check()  # a planner that lost its lease decides nothing more (BUS-8)
         commands, events = await self._decide_or_quarantine(events, now, outbox) if events else ([], events)
+        commands = self._thin_unknown(commands, now=now)
         outbox.add_commands(commands)
         self._follow_timer(commands)
         self.checkpoint.batch = batch
@@ -357,6 +360,14 @@ class Planner:
         self._state = engine_snapshot.load(snapshot)
         await self._replay_journal()
         return self._state
+
+    def _thin_unknown(self, commands: list[Command], *, now: float) -> list[Command]:
+        """Unknown clusters counted, and said once per name per period (not once per readiness event)."""
+        before = self._unknown.events
+        commands = self._unknown.filter(commands, now=now)
+        self.metrics.unknown_cluster_events.inc(self._unknown.events - before)
+        self.metrics.unknown_clusters.set(self._unknown.names)
+        return commands
 
     def _follow_timer(self, commands: Sequence[Command]) -> None:
         # One timer: the latest WakeAt replaces any earlier one.
