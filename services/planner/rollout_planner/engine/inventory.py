@@ -7,10 +7,14 @@ from collections.abc import Iterable
 from rollout_common.commands import Notice
 from rollout_common.events import InventoryChange
 from rollout_common.fleet import Cluster, ClusterGroup
+from rollout_common.status import TRACKS
+from rollout_common.version import Version
 from rollout_planner.engine.lifecycle import revisit_stuck
 from rollout_planner.engine.model import (
+    CP,
     NO_FLAGS,
     NO_PAIR,
+    NODES,
     TRACK_INDEXES,
     ClusterRec,
     EngineState,
@@ -238,8 +242,43 @@ def _upsert(state: EngineState, spec: Cluster, old: ClusterRec | None) -> Cluste
         state.clusters[spec.name] = record
         return record
     old.profile = state.profile(spec)
-    for track, reported in ((0, spec.control_plane), (1, spec.nodes)):
-        # the inventory may report an upgrade made outside the rollout; never move backwards
-        if old.running[track] is None and reported > old.versions[track]:
+    for track, reported in ((CP, spec.control_plane), (NODES, spec.nodes)):
+        known = old.versions[track]
+        if reported == known:
+            continue
+        # What the inventory reports is what the cluster runs: an upgrade made outside the rollout, or
+        # a lower version (a rollback, a corrected record). Kept higher, the cluster's next
+        # control-plane target was reckoned from a version it does not run, two minors above the one
+        # it does (VER-6); it is retargeted from the reported one with the stage. Except while an
+        # upgrade runs on the track (its result says), and below a version a rollout upgraded the
+        # track to: an inventory that has not caught up with our own upgrade (a relabel carrying the
+        # registered version); the cluster's own reported versions judge that (VERSION_MISMATCH).
+        lowered = reported < known
+        if old.running[track] is None and not (lowered and old.done_by[track]):
             old.versions = put(old.versions, track, reported)
+        if lowered:
+            _lowered_notice(state, old, track, reported=reported, known=known)
     return old
+
+
+def _lowered_notice(state: EngineState, cluster: ClusterRec, track: int, *, reported: Version, known: Version) -> None:
+    """STAT-5: a lower version from the inventory is said, with what the planner does about it."""
+    name, running = TRACKS[track].value, cluster.running[track]
+    if running is not None:
+        outcome = f"an upgrade to {running.text} is in flight on that track: its result says what it runs"
+    elif cluster.versions[track] == known:
+        outcome = (
+            f"kept: a rollout upgraded it to {known.text}; its own reported versions are checked against that "
+            "(VERSION_MISMATCH)"
+        )
+    else:
+        outcome = f"taken as the version it runs; its targets are reckoned from {reported.text} (VER-6)"
+    state.emit(
+        Notice(
+            code="VERSION_LOWERED",
+            cluster=cluster.name,
+            stage=None if cluster.stage is None else state.stages[cluster.stage].spec.name,
+            message=f"inventory reports cluster {cluster.name} {name} on {reported.text}, below the "
+            f"{known.text} the planner knew; {outcome}",
+        )
+    )
