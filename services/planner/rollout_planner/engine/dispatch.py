@@ -106,12 +106,14 @@ def _dispatch_partition(
             del partition.pending[track][version]
 
 
-def _valid_head(state: EngineState, heap: list[str], track: int, version: Version) -> ClusterRec | None:
-    """Drop queue entries made stale by a retarget or a hand-out; return the first live one."""
+def _valid_head(state: EngineState, heap: list[str], track: int, version: Version, at: int) -> ClusterRec | None:
+    """Drop queue entries made stale by a retarget, a hand-out or a move to another partition (a join
+    shifts partition boundaries); return the first live one. `at`: the heap's partition position."""
     while heap:
         cluster = state.clusters.get(heap[0])
         if (
             cluster is not None
+            and cluster.partition == at
             and cluster.queued[track]
             and cluster.target[track] == version
             and cluster.running[track] is None
@@ -132,7 +134,7 @@ def _dispatch_batch(
 ) -> bool:
     """Try one batch; True when one went out (so the caller tries the next)."""
     heap = partition.pending[track][version]
-    head = _valid_head(state, heap, track, version)
+    head = _valid_head(state, heap, track, version, partition.index)
     if head is None:
         return False
     run = stage.runs[track].get(head.target_run[track] or "")
@@ -163,7 +165,7 @@ def _dispatch_batch(
         if others_at_least > 0 and others_at_least >= limit:
             _gate_1_wait(waits, partition, partition.holding)
             return False
-    batch = _take(state, heap=heap, track=track, version=version, run=run, cap=cap)
+    batch = _take(state, heap=heap, track=track, version=version, run=run, cap=cap, at=partition.index)
     if not batch:
         return False
     if not first:
@@ -202,12 +204,14 @@ def _gate_1_wait(waits: list[WaitTuple], partition: PartitionRec, unavailable: i
     )
 
 
-def _take(state: EngineState, *, heap: list[str], track: int, version: Version, run: Run, cap: int) -> list[ClusterRec]:
+def _take(
+    state: EngineState, *, heap: list[str], track: int, version: Version, run: Run, cap: int, at: int
+) -> list[ClusterRec]:
     """The next clusters in name order that can start now (WIN-3: the others give up their turn)."""
     batch: list[ClusterRec] = []
     taken: set[str] = set()
     while len(batch) < cap:
-        cluster = _valid_head(state, heap, track, version)
+        cluster = _valid_head(state, heap, track, version, at)
         if cluster is None:
             break
         if cluster.target_run[track] != run.rollout_id:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from rollout_common.commands import Notice
 from rollout_common.events import InventoryChange
@@ -10,6 +11,7 @@ from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_common.status import TRACKS
 from rollout_common.version import Version
 from rollout_planner.engine.lifecycle import revisit_stuck
+from rollout_planner.engine.membership import join_stage, refresh_member, stays_in_place
 from rollout_planner.engine.model import (
     CP,
     NO_FLAGS,
@@ -153,8 +155,7 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
     if old_stage is not None and old_stage != new_stage:
         rebuild_stage(state, state.stages[old_stage], [n for n in _stage_names(state, old_stage) if n != name])
     if new_stage is not None:
-        names = [n for n in _stage_names(state, new_stage) if n != name]
-        rebuild_stage(state, state.stages[new_stage], [*names, name])
+        _place(state, state.stages[new_stage], record, joins=old_stage != new_stage)
     if new_stage is None:
         record.stage = record.partition = None
     if old_stage != new_stage:
@@ -168,6 +169,33 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
                 message=f"cluster {name} moved from {before} to {after or 'no stage'}",
             )
         )
+
+
+def _place(state: EngineState, stage: StageRec, record: ClusterRec, *, joins: bool) -> None:
+    """A join or a change in place costs what it touches (`membership`); anything else, or every
+    change while `recomputed_in_full` holds, recomputes the stage."""
+    if _incremental[0] and joins:
+        join_stage(state, stage, record)
+    elif _incremental[0] and stays_in_place(state, stage, record):
+        refresh_member(state, stage, record)
+    else:
+        names = [n for n in _stage_names(state, stage.index) if n != record.name]
+        rebuild_stage(state, stage, [*names, record.name])
+
+
+# whether joins and changes in place are applied incrementally; off only in `recomputed_in_full`
+_incremental = [True]
+
+
+@contextmanager
+def recomputed_in_full() -> Iterator[None]:
+    """Every inventory change recomputes its stages, as before the incremental placement: the
+    reference the incremental one is tested against."""
+    _incremental[0] = False
+    try:
+        yield
+    finally:
+        _incremental[0] = True
 
 
 def _remove(state: EngineState, name: str, old: ClusterRec | None) -> None:
