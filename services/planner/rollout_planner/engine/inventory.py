@@ -11,7 +11,7 @@ from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_common.status import TRACKS
 from rollout_common.version import Version
 from rollout_planner.engine.lifecycle import revisit_stuck
-from rollout_planner.engine.membership import join_stage, refresh_member, stays_in_place
+from rollout_planner.engine.membership import drop_targets, join_stage, leave_stage, refresh_member, stays_in_place
 from rollout_planner.engine.model import (
     CP,
     NO_FLAGS,
@@ -23,7 +23,6 @@ from rollout_planner.engine.model import (
     PartitionRec,
     StageRec,
     put,
-    put_count,
 )
 from rollout_planner.engine.partitioning import assign_stages, plan_partitions
 from rollout_planner.engine.tally import attach, detach, recount_departed
@@ -57,7 +56,7 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
         if cluster is not None:
             detach(state, cluster)
             if name not in keep:
-                _drop_targets(stage, cluster)
+                drop_targets(stage, cluster)
             cluster.stage = cluster.partition = None
             cluster.queued = NO_FLAGS
     clusters = state.clusters
@@ -101,21 +100,6 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
     state.dirty.add(stage.index)
 
 
-def _drop_targets(stage: StageRec, cluster: ClusterRec) -> None:
-    """A cluster that leaves the stage no longer counts towards its runs, except for an upgrade in
-    flight: that one still belongs to the run that handed it out until its result (SEQ-6a)."""
-    for track in TRACK_INDEXES:
-        if cluster.running[track] is not None:
-            continue
-        run = stage.runs[track].get(cluster.target_run[track] or "")
-        if run is not None:
-            run.remaining -= 1
-        cluster.target = put(cluster.target, track, None)
-        cluster.target_run = put(cluster.target_run, track, None)
-        cluster.retries = put_count(cluster.retries, track, 0)
-        cluster.waiting_until = put(cluster.waiting_until, track, None)
-
-
 def apply_inventory(state: EngineState, event: InventoryChange) -> None:
     """SEQ-6: a join, leave or relabel re-evaluates the stages it touches, visibly."""
     if event.cluster_group is not None:
@@ -153,7 +137,7 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
         )
     # the stage it leaves first, so that stage lets go of it before the one it joins counts it
     if old_stage is not None and old_stage != new_stage:
-        rebuild_stage(state, state.stages[old_stage], [n for n in _stage_names(state, old_stage) if n != name])
+        _let_go(state, state.stages[old_stage], record)
     if new_stage is not None:
         _place(state, state.stages[new_stage], record, joins=old_stage != new_stage)
     if new_stage is None:
@@ -183,7 +167,15 @@ def _place(state: EngineState, stage: StageRec, record: ClusterRec, *, joins: bo
         rebuild_stage(state, stage, [*names, record.name])
 
 
-# whether joins and changes in place are applied incrementally; off only in `recomputed_in_full`
+def _let_go(state: EngineState, stage: StageRec, record: ClusterRec) -> None:
+    """The stage lets go of a cluster that leaves it (removed, relabelled, moved to another stage)."""
+    if _incremental[0]:
+        leave_stage(state, stage, record)
+    else:
+        rebuild_stage(state, stage, [n for n in _stage_names(state, stage.index) if n != record.name])
+
+
+# whether joins, leaves and changes in place are applied incrementally; off only in `recomputed_in_full`
 _incremental = [True]
 
 
@@ -204,8 +196,8 @@ def _remove(state: EngineState, name: str, old: ClusterRec | None) -> None:
         return
     stage_name = None if old.stage is None else state.stages[old.stage].spec.name
     if old.stage is not None:
-        # rebuilt while the record still exists, so its counts and targets are taken out first
-        rebuild_stage(state, state.stages[old.stage], [n for n in _stage_names(state, old.stage) if n != name])
+        # let go while the record still exists, so its counts and targets are taken out first
+        _let_go(state, state.stages[old.stage], old)
     del state.clusters[name]
     if not old.busy:
         state.left[name] = old

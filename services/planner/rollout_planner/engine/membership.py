@@ -1,12 +1,14 @@
-"""One cluster joining a stage, or changing within it, without recomputing the stage (SEQ-6, PART-2..4).
+"""One cluster joining a stage, leaving it, or changing within it, without recomputing the stage
+(SEQ-6, PART-2..4).
 
-Partitions are computed over every member in name order (PART-4), so a join moves something only
-where the new name falls and at the partitions' boundaries: automatic partitions are consecutive
-slices of the members, and a join shifts each later boundary by one (or by a few, when the resolved
-`autoPartitionSize` grows with the count). Only the clusters that cross a boundary change partition;
-a manual partition (PART-2) takes the new member alone. So a join costs the same in a stage of a
-thousand clusters as in one of a hundred thousand, where recomputing the stage cost in proportion to
-it (Fleet recomputes on every change). The outcome is `rebuild_stage`'s over the new members, which
+Partitions are computed over every member in name order (PART-4), so a join or a leave moves
+something only where the name falls and at the partitions' boundaries: automatic partitions are
+consecutive slices of the members, and a join (a leave) shifts each later boundary by one (or by a
+few, when the resolved `autoPartitionSize` changes with the count). Only the clusters that cross a
+boundary change partition; a manual partition (PART-2) takes in or gives up the one member alone.
+So a join costs the same in a stage of a thousand clusters as in one of a hundred thousand, where
+recomputing the stage cost in proportion to it (Fleet recomputes on every change). Changes of cluster
+groups still recompute every stage. The outcome is `rebuild_stage`'s over the new members, which
 a property test checks on generated join, leave and relabel sequences.
 """
 
@@ -16,7 +18,16 @@ from bisect import bisect_left, bisect_right, insort
 
 from rollout_common.quantity import resolve
 from rollout_planner.engine.lifecycle import revisit_stuck
-from rollout_planner.engine.model import NO_FLAGS, TRACK_INDEXES, ClusterRec, EngineState, PartitionRec, StageRec
+from rollout_planner.engine.model import (
+    NO_FLAGS,
+    TRACK_INDEXES,
+    ClusterRec,
+    EngineState,
+    PartitionRec,
+    StageRec,
+    put,
+    put_count,
+)
 from rollout_planner.engine.partitioning import automatic_bounds, automatic_name, manual_limit, manual_matches
 from rollout_planner.engine.tally import attach, detach, recount_departed
 from rollout_planner.engine.targets import retarget
@@ -29,6 +40,33 @@ def join_stage(state: EngineState, stage: StageRec, cluster: ClusterRec) -> None
     else:
         _join_automatic(state, stage, cluster)
     _settle(state, stage, cluster)
+
+
+def leave_stage(state: EngineState, stage: StageRec, cluster: ClusterRec) -> None:
+    """Take a member (or a cluster of the stage in no partition) out of the stage; an upgrade in flight
+    keeps its slot where it was handed out (SEQ-6a)."""
+    detach(state, cluster)
+    drop_targets(stage, cluster)
+    if cluster.partition is None:
+        stage.no_partition.remove(cluster.name)
+    elif stage.spec.rollout_strategy.partitions:
+        _leave_manual(stage, cluster)
+    else:
+        spans = _leave_automatic(stage, cluster)
+        cluster.stage = cluster.partition = None  # before the others move: it is in none of them
+        _repartition(state, stage, spans)
+    cluster.stage = cluster.partition = None
+    cluster.queued = NO_FLAGS
+    _settle(state, stage, cluster)
+
+
+def _leave_manual(stage: StageRec, cluster: ClusterRec) -> None:
+    assert cluster.partition is not None
+    partition = stage.partitions[cluster.partition]
+    del stage.members[bisect_left(stage.members, cluster.name)]
+    del partition.members[bisect_left(partition.members, cluster.name)]
+    limit = manual_limit(stage.spec.rollout_strategy, cluster.partition, len(partition.members))
+    partition.max_unavailable = limit
 
 
 def stays_in_place(state: EngineState, stage: StageRec, cluster: ClusterRec) -> bool:
@@ -81,33 +119,55 @@ def _join_manual(state: EngineState, stage: StageRec, cluster: ClusterRec) -> No
 
 
 def _join_automatic(state: EngineState, stage: StageRec, cluster: ClusterRec) -> None:
-    strategy = stage.spec.rollout_strategy
     names = stage.members
     spans = _spans(stage.partitions)
     rank = bisect_left(names, cluster.name)
     names.insert(rank, cluster.name)
     # where each partition's members are now: one place on from `rank`
-    spans = [
-        (_shifted(start, rank), _shifted(end - 1, rank) + 1 if end > start else _shifted(start, rank))
-        for start, end in spans
-    ]
+    spans = [(_shifted(a, rank), _shifted(b - 1, rank) + 1 if b > a else _shifted(a, rank)) for a, b in spans]
+    for partition, (first, last) in zip(stage.partitions, spans, strict=True):
+        if first < rank < last:
+            partition.members.insert(rank - first, cluster.name)  # it falls inside this one's run
+    starts = _repartition(state, stage, spans, joined=rank)
+    _place(state, stage, cluster, bisect_right(starts, rank) - 1)
+
+
+def _leave_automatic(stage: StageRec, cluster: ClusterRec) -> list[tuple[int, int]]:
+    """Take the name out of the members and its partition; the partitions' runs of `names` after."""
+    names = stage.members
+    spans = _spans(stage.partitions)
+    rank = bisect_left(names, cluster.name)
+    assert cluster.partition is not None and names[rank] == cluster.name
+    first = spans[cluster.partition][0]
+    del stage.partitions[cluster.partition].members[rank - first]
+    del names[rank]
+    # one place back after `rank`
+    return [(a if a <= rank else a - 1, b if b <= rank else b - 1) for a, b in spans]
+
+
+def _repartition(state: EngineState, stage: StageRec, spans: list[tuple[int, int]], *, joined: int = -1) -> list[int]:
+    """PART-3/4 over the stage's members after one was put in or taken out; `spans`: the run of the
+    members each partition's list holds now. Moves the members that crossed a boundary, fits the lists;
+    returns the partitions' starts."""
+    strategy = stage.spec.rollout_strategy
+    names = stage.members
     bounds = automatic_bounds(strategy, len(names))
     old_starts = [start for start, _ in spans] + [len(names)] * (len(bounds) - len(spans))
     new_starts = [start for start, _ in bounds] + [len(names)] * (len(spans) - len(bounds))
     for position in range(len(stage.partitions), len(bounds)):
         stage.partitions.append(_new_partition(stage, position))
-    for position in _crossing(old_starts, new_starts, rank):
+    for position in _crossing(old_starts, new_starts, joined):
         _move(state, stage, state.clusters[names[position]], bisect_right(new_starts, position) - 1)
     del stage.partitions[len(bounds) :]
     for index, (start, end) in enumerate(bounds):
         partition = stage.partitions[index]
         if index < len(spans):
-            _fit_members(partition.members, names, (start, end), spans[index], rank=rank)
+            _fit_members(partition.members, names, (start, end), spans[index])
         else:
             partition.members = names[start:end]
         partition.name = automatic_name(bounds, index)
         partition.max_unavailable = resolve(strategy.max_unavailable, end - start)
-    _place(state, stage, cluster, bisect_right(new_starts, rank) - 1)
+    return new_starts
 
 
 def _shifted(position: int, rank: int) -> int:
@@ -131,15 +191,10 @@ def _new_partition(stage: StageRec, position: int) -> PartitionRec:
     return partition
 
 
-def _fit_members(
-    members: list[str], names: list[str], bounds: tuple[int, int], span: tuple[int, int], *, rank: int
-) -> None:
-    """Make the partition's list `names[start:end]` by editing its ends (and putting the new name in),
-    the list covering `span` of `names` (but `rank`) before."""
+def _fit_members(members: list[str], names: list[str], bounds: tuple[int, int], span: tuple[int, int]) -> None:
+    """Make the partition's list `names[start:end]` by editing its ends, the list holding `names[first:last]`."""
     start, end = bounds
     first, last = span
-    if first < rank < last:
-        members.insert(rank - first, names[rank])
     if last <= first or end <= first or start >= last:
         members[:] = names[start:end]
         return
@@ -190,4 +245,19 @@ def _count_departed(stage: StageRec, cluster: ClusterRec, step: int) -> None:
             stage.partitions[position].departed += step
 
 
-__all__ = ["join_stage", "refresh_member", "stays_in_place"]
+def drop_targets(stage: StageRec, cluster: ClusterRec) -> None:
+    """A cluster that leaves the stage no longer counts towards its runs, except for an upgrade in
+    flight: that one still belongs to the run that handed it out until its result (SEQ-6a)."""
+    for track in TRACK_INDEXES:
+        if cluster.running[track] is not None:
+            continue
+        run = stage.runs[track].get(cluster.target_run[track] or "")
+        if run is not None:
+            run.remaining -= 1
+        cluster.target = put(cluster.target, track, None)
+        cluster.target_run = put(cluster.target_run, track, None)
+        cluster.retries = put_count(cluster.retries, track, 0)
+        cluster.waiting_until = put(cluster.waiting_until, track, None)
+
+
+__all__ = ["drop_targets", "join_stage", "leave_stage", "refresh_member", "stays_in_place"]
