@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import kafka_report, plan_scale
+from bench import join_cost, kafka_report, plan_scale
 from bench.charts import save_chart
 from bench.engine_cost import measure_baseline, measure_engine, measure_naive_memory
 from bench.kafka_report import KAFKA_FULL, KAFKA_QUICK
@@ -52,6 +52,9 @@ class Plan:
     # engine sizes and (clusters, stages) rollouts rerun with every cluster on a window from 2020
     window_engine_sizes: list[int] = field(default_factory=list)
     window_rollouts: list[tuple[int, int]] = field(default_factory=list)
+    # stage sizes at which one inventory join is timed, and how many joins from 1,000 members
+    join_sizes: tuple[int, ...] = join_cost.STAGE_SIZES
+    many_joins: int = join_cost.MANY_JOINS
 
 
 FULL = Plan(
@@ -75,6 +78,8 @@ QUICK = Plan(
     window_clusters=100,
     window_engine_sizes=[200, 1_000],
     window_rollouts=[(1_000, 3)],
+    join_sizes=(200, 1_000),
+    many_joins=2_000,
 )
 
 
@@ -167,6 +172,8 @@ def collect(
             print(f"whole rollout with windows: {clusters} clusters, {stages} stages ...", file=log, flush=True)
             out["rollout_windows"].append(rollout_run(clusters, stages, plan, windows=True))
     out["plan_scale"] = plan_scale.collect(plan.engine_sizes, isolate=plan.isolate, log=log)
+    print(f"inventory joins during a rollout: {plan.join_sizes} members, {plan.many_joins} joins ...", file=log)
+    out["joins"] = join_cost.collect(plan.join_sizes, many=plan.many_joins, isolate=plan.isolate)
     if plan.window_clusters:
         print(f"windows from years back: {plan.window_clusters} clusters ...", file=log, flush=True)
         out["windows"] = windows_json(measure_windows(plan.window_clusters))
@@ -335,6 +342,8 @@ def verdicts(data: dict[str, Any]) -> list[Verdict]:
     )
     if "plan_scale" in data:
         out += [Verdict(name, met, detail) for name, met, detail in plan_scale.verdicts(data["plan_scale"])]
+    if "joins" in data:
+        out += [Verdict(name, met, detail) for name, met, detail in join_cost.verdicts(data["joins"])]
     if "windows" in data:
         out.append(Verdict(*window_verdict(data["windows"])))
     if data.get("engine_windows"):
@@ -632,6 +641,7 @@ def page(data: dict[str, Any], images: list[str], quick: bool) -> str:
         *(window_lines(data["windows"]) if "windows" in data else []),
         *(_fleet_windows(fleet_lines, data) if data.get("engine_windows") else []),
         *([*plan_scale.section(data["plan_scale"]), ""] if "plan_scale" in data else []),
+        *([*join_cost.section(data["joins"]), ""] if "joins" in data else []),
     ]
     if "kafka" in data:
         lines += kafka_report.page_lines(data["kafka"], images)

@@ -11,6 +11,7 @@ if str(ROOT) not in sys.path:
 
 from bench import run  # noqa: E402
 from bench.engine_cost import measure_baseline, measure_engine  # noqa: E402
+from bench.join_cost import measure as measure_joins  # noqa: E402
 from bench.whole_rollout import measure_rollout  # noqa: E402
 from bench.window_cost import as_json as windows_json  # noqa: E402
 from bench.window_cost import measure_windows  # noqa: E402
@@ -61,6 +62,8 @@ def test_quick_run_writes_page_and_charts(tmp_path: Path) -> None:
         isolate=False,
         window_engine_sizes=[200],
         window_rollouts=[(100, 3)],
+        join_sizes=(100, 200),
+        many_joins=200,
     )
     original = run.QUICK
     run.QUICK = tiny
@@ -70,6 +73,7 @@ def test_quick_run_writes_page_and_charts(tmp_path: Path) -> None:
         run.QUICK = original
     text = page.read_text()
     assert "## Targets" in text and "events/s" in text and "Closing note" in text
+    assert "### Inventory joins during a rollout" in text and "200 inventory joins during a rollout within" in text
     assert (tmp_path / "bench-engine.png").stat().st_size > 0
     assert (tmp_path / "bench-latency.png").stat().st_size > 0
     # the scaling charts (time per event, memory per cluster, naive baseline beside) are SVG text
@@ -90,3 +94,9 @@ def test_window_benchmark_simulates_both_fleets() -> None:
     assert result.old.cpu_s > 0 and result.recent.cpu_s > 0
     text = "\n".join(window_lines(windows_json(result)))
     assert "hourly window from 2020-01-01 within 1.5x" in text and ("**met**" in text or "**missed**" in text)
+
+
+def test_join_benchmark_places_every_joined_cluster() -> None:
+    """SEQ-6: the joins go into the stage while its rollout runs (the figures, not their size, here)."""
+    result = measure_joins(200, 50)
+    assert result.joins == 50 and result.total_s > 0 and result.p99_us >= result.p50_us > 0

@@ -74,6 +74,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 
 # Just under the broker's limit (message.max.bytes 1048588) and the producer's (1 MiB), over ours.
 HUGE = MAX_VALUE_BYTES + 1000
+# A version whose part has 5,000 digits: the pattern alone let it through, then the planner's version
+# parser raised on it (Python's 4,300-digit limit), and the monitor republished it every interval.
+HUGE_VERSION = "1.31." + "9" * 5000
+PART_BOUND = "is not a version: a part of 5000 digits (at most 12)"
 
 
 @dataclass(frozen=True)
@@ -273,10 +277,23 @@ def _release(event_id: str = "rel-1") -> ReleaseTarget:
     return ReleaseTarget(event_id=event_id, channel="regular", targets={"1.30": NEW})
 
 
-def _result(command_id: str, cluster: str, outcome: str, *, version: str = NEW) -> UpgradeResult:
+def _result(
+    command_id: str, cluster: str, outcome: str, *, version: str = NEW, finished_at: float | None = None
+) -> UpgradeResult:
     return UpgradeResult.model_construct(
-        command_id=command_id, cluster=cluster, track=Track.CONTROL_PLANE, version=version, outcome=outcome, error=None
+        command_id=command_id,
+        cluster=cluster,
+        track=Track.CONTROL_PLANE,
+        version=version,
+        outcome=outcome,
+        error=None,
+        finished_at=finished_at,
     )
+
+
+def _cut(version: str) -> str:
+    """A long version as a dead-letter reason quotes it: cut, with its length."""
+    return f"{repr(version)[:40]}... ({len(version)} characters)"
 
 
 def _raw(model: BaseModel, **changes: Any) -> bytes:
@@ -298,6 +315,12 @@ def _planner_cases(
                     _raw(good, targets={"1.30": "1.31"}),
                     _encoded(good, "x")[1],
                     reason="invalid ReleaseTarget: targets",
+                ),
+                Case(
+                    "huge-version",
+                    _raw(good, targets={"1.30": HUGE_VERSION}),
+                    _encoded(good, "x")[1],
+                    reason=f"invalid ReleaseTarget: targets.1.30: Value error, {_cut(HUGE_VERSION)} {PART_BOUND}",
                 ),
                 Case(
                     "unknown-channel",
@@ -326,6 +349,16 @@ def _planner_cases(
                     outcome=_has("command_ack", commandId="cmd-v", accepted=False),
                 ),
                 Case(
+                    "huge-version",
+                    *_encoded(
+                        OperatorCommand(
+                            command_id="cmd-h", action="soak_override", stage="canary", version=HUGE_VERSION, soak=0
+                        ),
+                        "cmd-h",
+                    ),
+                    outcome=_has("command_ack", commandId="cmd-h", accepted=False, reason=PART_BOUND),
+                ),
+                Case(
                     "unknown-rollout",
                     *_encoded(OperatorCommand(command_id="cmd-u", action="pause", rollout_id="ghost-9"), "cmd-u"),
                     outcome=_has("command_ack", commandId="cmd-u", reason="unknown rollout ghost-9"),
@@ -349,6 +382,17 @@ def _planner_cases(
                     reason="invalid UpgradeResult: version",
                 ),
                 Case(
+                    "huge-version",
+                    _raw(good_ok, version=HUGE_VERSION),
+                    _encoded(good_ok, "x")[1],
+                    reason=f"invalid UpgradeResult: version: Value error, {_cut(HUGE_VERSION)} {PART_BOUND}",
+                ),
+                Case(
+                    "from-the-future",
+                    *_encoded(_result(command_id, "can-1", "succeeded", finished_at=time.time() + 3000), "ahead"),
+                    reason="invalid UpgradeResult: finishedAt is ",
+                ),
+                Case(
                     "unknown-cluster",
                     *_encoded(_result(command_id, "ghost-1", "succeeded"), "u1"),
                     outcome=_has("notice", code="UNKNOWN_CLUSTER", cluster="ghost-1"),
@@ -370,6 +414,32 @@ def _planner_cases(
                     outcome=_has("notice", code="UNKNOWN_CLUSTER", cluster="ghost-2"),
                 ),
                 Case("invalid-value", _raw(good, ready="perhaps"), _encoded(good, "x")[1], reason="invalid Readiness"),
+                Case(
+                    "huge-version",
+                    _raw(good, controlPlaneVersion=HUGE_VERSION),
+                    _encoded(good, "x")[1],
+                    reason=f"invalid Readiness: controlPlaneVersion: Value error, {_cut(HUGE_VERSION)} {PART_BOUND}",
+                ),
+                # BUS-7: one record observed "at 1e38" made every later real observation of its
+                # cluster older, so its stage waited on GATE-1 for good
+                Case(
+                    "beyond-any-clock",
+                    _raw(good, observedAt=1e38),
+                    _encoded(good, "x")[1],
+                    reason="invalid Readiness: observedAt: Input should be less than or equal to 253402300799",
+                ),
+                Case(
+                    "from-the-future",
+                    *_encoded(Readiness(cluster="can-1", ready=False, observed_at=time.time() + 3000), "ahead"),
+                    reason="s ahead of the planner's clock (limit max_future_skew_s=30); check the clock of",
+                ),
+                # read as infinity by the fast path's JSON parser, and applied
+                Case(
+                    "infinite-time",
+                    b'{"kind": "readiness", "cluster": "can-1", "ready": false, "observedAt": 1e99999}',
+                    _encoded(good, "x")[1],
+                    reason="value holds 1e99999, which overflows a double",
+                ),
                 Case("duplicate", *_encoded(Readiness(cluster="prod-1", ready=True), "r-dup")),
                 Case("stale-replay", *_encoded(Readiness(cluster="prod-1", ready=True), "r-dup")),
             ],
@@ -387,6 +457,12 @@ def _planner_cases(
                 json.dumps({"action": "upsert", "cluster": {"name": "x-1", "version": "1.31"}}).encode(),
                 _encoded(good, "x")[1],
                 reason="invalid InventoryChange",
+            ),
+            Case(
+                "huge-version",
+                json.dumps({"action": "upsert", "cluster": {"name": "x-1", "version": HUGE_VERSION}}).encode(),
+                _encoded(good, "x")[1],
+                reason=f"invalid InventoryChange: cluster.version: Value error, {_cut(HUGE_VERSION)} {PART_BOUND}",
             ),
             Case(
                 "injected-name",
@@ -653,6 +729,19 @@ async def test_the_monitor_survives_bad_input(kafka_bootstrap: str, topic_prefix
             "from-the-future",
             *_encoded(ahead, "ahead"),
             reason="s ahead of the monitor's clock (limit max_future_skew_s=30); check the reporter's clock",
+        ),
+        # refused at the edge: the monitor passed it on and the planner's version parser raised on
+        # each of its republications
+        Case(
+            "huge-version",
+            *_encoded(Heartbeat.model_construct(**dict(good, control_plane_version="v" + HUGE_VERSION)), "huge"),
+            reason="invalid Heartbeat: controlPlaneVersion: Value error, 'v1.31.9999",
+        ),
+        Case(
+            "infinite-time",
+            b'{"kind": "heartbeat", "cluster": "c7", "ready": true, "observedAt": 1e99999}',
+            _encoded(good, "x")[1],
+            reason="value holds 1e99999, which overflows a double",
         ),
     ]
     with _monitor_process(kafka_bootstrap, prefix, data_dir=tmp_path / "monitor-data") as process:

@@ -25,8 +25,11 @@ from rollout_common.topics.schemas import DRAFT, event_schema
 
 V = "1.31.13-gke.1023000"
 
-GOOD_VERSIONS = ["1.31.13-gke.1023000", "1.31.2", "10.0.0-gke.0"]
+# a part of at most 12 digits (MAX_PART_DIGITS): 5,000 stopped the planner's version parser
+GOOD_VERSIONS = ["1.31.13-gke.1023000", "1.31.2", "10.0.0-gke.0", "1.31.999999999999-gke.999999999999"]
 BAD_VERSIONS = [
+    "1.31." + "9" * 5000,
+    "1.31.1-gke.1234567890123",
     "1.31",
     "1.31.2-gke",
     "1.31.2-gke.",
@@ -106,7 +109,14 @@ VALID: dict[str, dict[str, Any]] = {
         "error": "boom",
         "finishedAt": 1.5,
     },
-    "heartbeat": {"kind": "heartbeat", "cluster": "c1", "ready": True, "observedAt": 1.0},
+    "heartbeat": {
+        "kind": "heartbeat",
+        "cluster": "c1",
+        "ready": True,
+        "observedAt": 1.0,
+        "controlPlaneVersion": "v1.31.0+k3s1",
+        "nodeVersion": "v1.30.5-gke.1000",
+    },
     "readiness": {
         "kind": "readiness",
         "cluster": "c1",
@@ -170,6 +180,14 @@ MUTATIONS: list[Mutation] = [
     # what a cluster reports running: optional, and written as targets are (the monitor drops the `v`)
     ("controlPlaneVersion", [*GOOD_VERSIONS, None], BAD_VERSIONS, ("readiness",)),
     ("nodeVersion", [*GOOD_VERSIONS, None], BAD_VERSIONS, ("readiness",)),
+    # what a heartbeat carries is Kubernetes' spelling, free text, bounded like a version
+    (
+        "controlPlaneVersion",
+        ["v1.31.13-gke.1023000", "v1.29.4-eks-036c24b", "anything", "v" + "1" * 12, None],
+        ["v1.31." + "9" * 5000, "v" + "1" * 13, "v1.31.1\n" + "2" * 13, "x" * 129, 131],
+        ("heartbeat",),
+    ),
+    ("nodeVersion", ["v1.31.0+k3s1", None], ["v1.31." + "9" * 13], ("heartbeat",)),
     # not above the control plane's version: that rule is the model's alone
     ("cluster.nodePools.0.version", ["1.31.2", "1.30.5-gke.1000"], BAD_VERSIONS),
     ("cluster.name", GOOD_NAMES, BAD_NAMES),
@@ -228,7 +246,9 @@ MUTATIONS: list[Mutation] = [
         ["prometheus:9090", "ftp://p", "http://", "http://p:9090/?q=1", " http://p", "http://p\n", "http://u:pw@p"],
     ),
     ("ready", [True, False], ["yes", None]),
-    ("observedAt", [0, 1.5], ["now"]),
+    # a time within year 9999, finite (BUS-7: one far ahead made later observations older)
+    ("observedAt", [0, 1.5, 253_402_300_799], ["now", 1e38, 253_402_300_800, -1]),
+    ("finishedAt", [0, 1.5, None], [1e38, -1, "now"]),
     ("accepted", [True], ["no"]),
     ("kind", [], ["something_else"]),
     ("extraField", [], [1]),

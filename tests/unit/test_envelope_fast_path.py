@@ -46,3 +46,25 @@ def test_plainly_within_is_conservative() -> None:
     assert not json_bounds.plainly_within(b'{"a": "' + b"x" * json_bounds.MAX_STRING_BYTES + b'"}')
     assert not json_bounds.plainly_within(b'{"a": 1234567890123}')  # 13 digits in a row: looked at closely
     assert json_bounds.plainly_within(b'{"a": 123456789012, "b": [[1.5e-3]]}')
+
+
+def test_bus4_bus7_a_time_that_overflows_to_infinity_is_refused_on_the_fast_path() -> None:
+    # pydantic's JSON parser reads 1e99999 as infinity: a readiness observed "at infinity" made every
+    # later observation of its cluster older, for good; the bounded path names the literal.
+    value = b'{"kind": "readiness", "cluster": "d-09", "ready": false, "observedAt": 1e99999}'
+    assert json_bounds.plainly_within(value)
+    with pytest.raises(InvalidInputError, match="value holds 1e99999, which overflows a double"):
+        _decode(value)
+
+
+@pytest.mark.parametrize("literal", ["1e38", "253402300800", "-1"])
+def test_bus7_a_time_beyond_any_clock_is_refused_naming_the_field(literal: str) -> None:
+    """1e38 is finite, and was applied: every real observation of d-09 after it was older (GATE-1 held)."""
+    value = f'{{"kind": "readiness", "cluster": "d-09", "ready": false, "observedAt": {literal}}}'.encode()
+    with pytest.raises(InvalidInputError, match=r"^invalid Readiness: observedAt: Input should be"):
+        _decode(value)
+
+
+def test_bus7_the_latest_time_a_message_may_carry_is_the_end_of_year_9999() -> None:
+    value = b'{"kind": "readiness", "cluster": "d-09", "ready": false, "observedAt": 253402300799}'
+    assert _decode(value).observed_at == 253_402_300_799.0

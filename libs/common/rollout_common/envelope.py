@@ -142,7 +142,7 @@ def _decode(
     try:
         parsed = model.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:5])
+        problems = "; ".join(f"{_where(e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
         raise InvalidInputError(f"invalid {model.__name__}: {problems}") from exc
     envelope = Envelope(
         id=attributes["id"],
@@ -152,6 +152,12 @@ def _decode(
         subject=attributes.get("subject"),
     )
     return envelope, parsed
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    """A field's path for a reason; a key from the message (a release target's minor, say) is cut, so
+    that a huge key does not make a huge reason."""
+    return ".".join(part if len(part) <= 40 else f"{part[:40]}..." for part in map(str, loc)) or "value"
 
 
 def _fast_binary(

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
+from rollout_common.epoch import EpochSeconds
 from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_common.sequence import Sequence, SoakSeconds, check_soak
 from rollout_common.status import Track
@@ -102,6 +103,8 @@ _WHAT_ACTIONS_TAKE = {
 class UpgradeResult(_Event):
     """An executor's report about one cluster on one track."""
 
+    TIME_FIELDS: ClassVar[tuple[tuple[str, str], ...]] = (("finished_at", "finishedAt"),)
+
     kind: Literal["upgrade_result"] = "upgrade_result"
     command_id: str = Field(alias="commandId", min_length=1)
     cluster: str
@@ -111,17 +114,19 @@ class UpgradeResult(_Event):
     version: VersionText
     outcome: Literal["started", "succeeded", "failed"]
     error: str | None = None
-    finished_at: float | None = Field(
+    finished_at: EpochSeconds | None = Field(
         default=None, alias="finishedAt", description="epoch seconds when the executor saw this outcome (BUS-7)"
     )
 
 
 class Readiness(_Event):
+    TIME_FIELDS: ClassVar[tuple[tuple[str, str], ...]] = (("observed_at", "observedAt"),)
+
     kind: Literal["readiness"] = "readiness"
     cluster: str
     ready: StrictBool
     reason: str | None = None
-    observed_at: float | None = Field(
+    observed_at: EpochSeconds | None = Field(
         default=None, alias="observedAt", description="epoch seconds when the cluster was observed (BUS-7)"
     )
     # What the cluster itself said it runs at that observation, when its probe can read it: the

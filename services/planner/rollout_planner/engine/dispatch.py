@@ -37,11 +37,11 @@ def dispatch_stage(state: EngineState, stage: StageRec) -> None:
         if state.window_blocked:
             waits.append(_window_wait(state.window_blocked))
         finish_if_done(state, stage, track)
-        waits += _completion_waits(stage, track)
+        waits += _completion_waits(state, stage, track)
         _record_waits(state, stage, track, waits)
 
 
-def _completion_waits(stage: StageRec, track: int) -> list[WaitTuple]:
+def _completion_waits(state: EngineState, stage: StageRec, track: int) -> list[WaitTuple]:
     """Why a run that hands nothing out has not started soaking yet (SOAK-2, SOAK-4)."""
     out: list[WaitTuple] = []
     for run in stage.runs[track].values():
@@ -51,7 +51,7 @@ def _completion_waits(stage: StageRec, track: int) -> list[WaitTuple]:
             held = [p.name for p in stage.partitions if p.not_ready(track)]
             if held and stage.forced_run[track] is None:
                 out.append((WaitRule.SOAK_2_PARTITIONS_NOT_READY.value, None, {"partitions": held[:20]}))
-        elif stage.in_flight == 0 and not _has_pending(stage, 0, track) and run.started_at is not None:
+        elif stage.in_flight == 0 and not _has_pending(state, stage, 0, track) and run.started_at is not None:
             out.append(
                 (
                     WaitRule.SOAK_2_SOAKING.value,
@@ -72,7 +72,7 @@ def _dispatch_track(state: EngineState, stage: StageRec, track: int, waits: list
     not_ready: list[str] = []
     for partition in stage.partitions:
         if partition.index > 0 and len(not_ready) > limit:
-            if _has_pending(stage, partition.index, track):
+            if _has_pending(state, stage, partition.index, track):
                 waits.append(
                     (
                         WaitRule.GATE_3_MAX_UNAVAILABLE_PARTITIONS.value,
@@ -90,8 +90,14 @@ def _dispatch_track(state: EngineState, stage: StageRec, track: int, waits: list
             not_ready.append(partition.name)
 
 
-def _has_pending(stage: StageRec, start: int, track: int) -> bool:
-    return any(heap for p in stage.partitions[start:] for heap in p.pending[track].values())
+def _has_pending(state: EngineState, stage: StageRec, start: int, track: int) -> bool:
+    """Whether a cluster waits for a slot in partition `start` or a later one (stale entries, of a
+    cluster retargeted or moved to another partition, dropped on the way)."""
+    return any(
+        _valid_head(state, heap, track, version, p.index) is not None
+        for p in stage.partitions[start:]
+        for version, heap in p.pending[track].items()
+    )
 
 
 def _dispatch_partition(
@@ -106,12 +112,14 @@ def _dispatch_partition(
             del partition.pending[track][version]
 
 
-def _valid_head(state: EngineState, heap: list[str], track: int, version: Version) -> ClusterRec | None:
-    """Drop queue entries made stale by a retarget or a hand-out; return the first live one."""
+def _valid_head(state: EngineState, heap: list[str], track: int, version: Version, at: int) -> ClusterRec | None:
+    """Drop queue entries made stale by a retarget, a hand-out or a move to another partition (a join
+    shifts partition boundaries); return the first live one. `at`: the heap's partition position."""
     while heap:
         cluster = state.clusters.get(heap[0])
         if (
             cluster is not None
+            and cluster.partition == at
             and cluster.queued[track]
             and cluster.target[track] == version
             and cluster.running[track] is None
@@ -132,7 +140,7 @@ def _dispatch_batch(
 ) -> bool:
     """Try one batch; True when one went out (so the caller tries the next)."""
     heap = partition.pending[track][version]
-    head = _valid_head(state, heap, track, version)
+    head = _valid_head(state, heap, track, version, partition.index)
     if head is None:
         return False
     run = stage.runs[track].get(head.target_run[track] or "")
@@ -163,7 +171,7 @@ def _dispatch_batch(
         if others_at_least > 0 and others_at_least >= limit:
             _gate_1_wait(waits, partition, partition.holding)
             return False
-    batch = _take(state, heap=heap, track=track, version=version, run=run, cap=cap)
+    batch = _take(state, heap=heap, track=track, version=version, run=run, cap=cap, at=partition.index)
     if not batch:
         return False
     if not first:
@@ -202,12 +210,14 @@ def _gate_1_wait(waits: list[WaitTuple], partition: PartitionRec, unavailable: i
     )
 
 
-def _take(state: EngineState, *, heap: list[str], track: int, version: Version, run: Run, cap: int) -> list[ClusterRec]:
+def _take(
+    state: EngineState, *, heap: list[str], track: int, version: Version, run: Run, cap: int, at: int
+) -> list[ClusterRec]:
     """The next clusters in name order that can start now (WIN-3: the others give up their turn)."""
     batch: list[ClusterRec] = []
     taken: set[str] = set()
     while len(batch) < cap:
-        cluster = _valid_head(state, heap, track, version)
+        cluster = _valid_head(state, heap, track, version, at)
         if cluster is None:
             break
         if cluster.target_run[track] != run.rollout_id:

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from rollout_common.commands import Notice
 from rollout_common.events import InventoryChange
 from rollout_common.fleet import Cluster, ClusterGroup
+from rollout_common.status import TRACKS
+from rollout_common.version import Version
 from rollout_planner.engine.lifecycle import revisit_stuck
+from rollout_planner.engine.membership import drop_targets, join_stage, leave_stage, refresh_member, stays_in_place
 from rollout_planner.engine.model import (
+    CP,
     NO_FLAGS,
     NO_PAIR,
+    NODES,
     TRACK_INDEXES,
     ClusterRec,
     EngineState,
     PartitionRec,
     StageRec,
     put,
-    put_count,
 )
 from rollout_planner.engine.partitioning import assign_stages, plan_partitions
 from rollout_planner.engine.tally import attach, detach, recount_departed
@@ -51,7 +56,7 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
         if cluster is not None:
             detach(state, cluster)
             if name not in keep:
-                _drop_targets(stage, cluster)
+                drop_targets(stage, cluster)
             cluster.stage = cluster.partition = None
             cluster.queued = NO_FLAGS
     clusters = state.clusters
@@ -95,21 +100,6 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
     state.dirty.add(stage.index)
 
 
-def _drop_targets(stage: StageRec, cluster: ClusterRec) -> None:
-    """A cluster that leaves the stage no longer counts towards its runs, except for an upgrade in
-    flight: that one still belongs to the run that handed it out until its result (SEQ-6a)."""
-    for track in TRACK_INDEXES:
-        if cluster.running[track] is not None:
-            continue
-        run = stage.runs[track].get(cluster.target_run[track] or "")
-        if run is not None:
-            run.remaining -= 1
-        cluster.target = put(cluster.target, track, None)
-        cluster.target_run = put(cluster.target_run, track, None)
-        cluster.retries = put_count(cluster.retries, track, 0)
-        cluster.waiting_until = put(cluster.waiting_until, track, None)
-
-
 def apply_inventory(state: EngineState, event: InventoryChange) -> None:
     """SEQ-6: a join, leave or relabel re-evaluates the stages it touches, visibly."""
     if event.cluster_group is not None:
@@ -147,10 +137,9 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
         )
     # the stage it leaves first, so that stage lets go of it before the one it joins counts it
     if old_stage is not None and old_stage != new_stage:
-        rebuild_stage(state, state.stages[old_stage], [n for n in _stage_names(state, old_stage) if n != name])
+        _let_go(state, state.stages[old_stage], record)
     if new_stage is not None:
-        names = [n for n in _stage_names(state, new_stage) if n != name]
-        rebuild_stage(state, state.stages[new_stage], [*names, name])
+        _place(state, state.stages[new_stage], record, joins=old_stage != new_stage)
     if new_stage is None:
         record.stage = record.partition = None
     if old_stage != new_stage:
@@ -166,14 +155,49 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
         )
 
 
+def _place(state: EngineState, stage: StageRec, record: ClusterRec, *, joins: bool) -> None:
+    """A join or a change in place costs what it touches (`membership`); anything else, or every
+    change while `recomputed_in_full` holds, recomputes the stage."""
+    if _incremental[0] and joins:
+        join_stage(state, stage, record)
+    elif _incremental[0] and stays_in_place(state, stage, record):
+        refresh_member(state, stage, record)
+    else:
+        names = [n for n in _stage_names(state, stage.index) if n != record.name]
+        rebuild_stage(state, stage, [*names, record.name])
+
+
+def _let_go(state: EngineState, stage: StageRec, record: ClusterRec) -> None:
+    """The stage lets go of a cluster that leaves it (removed, relabelled, moved to another stage)."""
+    if _incremental[0]:
+        leave_stage(state, stage, record)
+    else:
+        rebuild_stage(state, stage, [n for n in _stage_names(state, stage.index) if n != record.name])
+
+
+# whether joins, leaves and changes in place are applied incrementally; off only in `recomputed_in_full`
+_incremental = [True]
+
+
+@contextmanager
+def recomputed_in_full() -> Iterator[None]:
+    """Every inventory change recomputes its stages, as before the incremental placement: the
+    reference the incremental one is tested against."""
+    _incremental[0] = False
+    try:
+        yield
+    finally:
+        _incremental[0] = True
+
+
 def _remove(state: EngineState, name: str, old: ClusterRec | None) -> None:
     """SEQ-6a: a removed cluster is never handed out again; an upgrade in flight still reports back."""
     if old is None:
         return
     stage_name = None if old.stage is None else state.stages[old.stage].spec.name
     if old.stage is not None:
-        # rebuilt while the record still exists, so its counts and targets are taken out first
-        rebuild_stage(state, state.stages[old.stage], [n for n in _stage_names(state, old.stage) if n != name])
+        # let go while the record still exists, so its counts and targets are taken out first
+        _let_go(state, state.stages[old.stage], old)
     del state.clusters[name]
     if not old.busy:
         state.left[name] = old
@@ -238,8 +262,43 @@ def _upsert(state: EngineState, spec: Cluster, old: ClusterRec | None) -> Cluste
         state.clusters[spec.name] = record
         return record
     old.profile = state.profile(spec)
-    for track, reported in ((0, spec.control_plane), (1, spec.nodes)):
-        # the inventory may report an upgrade made outside the rollout; never move backwards
-        if old.running[track] is None and reported > old.versions[track]:
+    for track, reported in ((CP, spec.control_plane), (NODES, spec.nodes)):
+        known = old.versions[track]
+        if reported == known:
+            continue
+        # What the inventory reports is what the cluster runs: an upgrade made outside the rollout, or
+        # a lower version (a rollback, a corrected record). Kept higher, the cluster's next
+        # control-plane target was reckoned from a version it does not run, two minors above the one
+        # it does (VER-6); it is retargeted from the reported one with the stage. Except while an
+        # upgrade runs on the track (its result says), and below a version a rollout upgraded the
+        # track to: an inventory that has not caught up with our own upgrade (a relabel carrying the
+        # registered version); the cluster's own reported versions judge that (VERSION_MISMATCH).
+        lowered = reported < known
+        if old.running[track] is None and not (lowered and old.done_by[track]):
             old.versions = put(old.versions, track, reported)
+        if lowered:
+            _lowered_notice(state, old, track, reported=reported, known=known)
     return old
+
+
+def _lowered_notice(state: EngineState, cluster: ClusterRec, track: int, *, reported: Version, known: Version) -> None:
+    """STAT-5: a lower version from the inventory is said, with what the planner does about it."""
+    name, running = TRACKS[track].value, cluster.running[track]
+    if running is not None:
+        outcome = f"an upgrade to {running.text} is in flight on that track: its result says what it runs"
+    elif cluster.versions[track] == known:
+        outcome = (
+            f"kept: a rollout upgraded it to {known.text}; its own reported versions are checked against that "
+            "(VERSION_MISMATCH)"
+        )
+    else:
+        outcome = f"taken as the version it runs; its targets are reckoned from {reported.text} (VER-6)"
+    state.emit(
+        Notice(
+            code="VERSION_LOWERED",
+            cluster=cluster.name,
+            stage=None if cluster.stage is None else state.stages[cluster.stage].spec.name,
+            message=f"inventory reports cluster {cluster.name} {name} on {reported.text}, below the "
+            f"{known.text} the planner knew; {outcome}",
+        )
+    )

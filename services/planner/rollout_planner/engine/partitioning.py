@@ -154,22 +154,45 @@ def plan_partitions(stage: Stage, members: Collection[Member], groups: Iterable[
     return StagePlan(stage.name, names, _automatic(strategy, names), warnings=_warnings(stage.name, strategy))
 
 
-def _automatic(strategy: RolloutStrategy, names: list[str]) -> list[PartitionPlan]:
-    count = len(names)
+def automatic_bounds(strategy: RolloutStrategy, count: int) -> list[tuple[int, int]]:
+    """PART-3: the (start, end) positions of each automatic partition over `count` members in name order."""
     threshold = strategy.auto_partition_threshold
     if threshold == 0 or count < threshold:
-        groups = [names]
-    else:
-        size = max(1, resolve(strategy.auto_partition_size, count))
-        groups = [names[i : i + size] for i in range(0, count, size)]
+        return [(0, count)]
+    size = max(1, resolve(strategy.auto_partition_size, count))
+    return [(start, min(start + size, count)) for start in range(0, count, size)]
+
+
+def automatic_name(bounds: list[tuple[int, int]], index: int) -> str:
+    """Fleet's names: "All" for a single partition, else the index range each covers."""
+    if len(bounds) == 1:
+        return "All"
+    start, end = bounds[index]
+    return f"Partition {start} - {end}"
+
+
+def _automatic(strategy: RolloutStrategy, names: list[str]) -> list[PartitionPlan]:
+    bounds = automatic_bounds(strategy, len(names))
     plans = []
-    start = 0
-    for group in groups:
-        # Fleet's names: "All" for a single partition, else the index range each covers
-        name = "All" if len(groups) == 1 else f"Partition {start} - {start + len(group)}"
-        plans.append(PartitionPlan(name, tuple(group), resolve(strategy.max_unavailable, len(group))))
-        start += len(group)
+    for index, (start, end) in enumerate(bounds):
+        group = names[start:end]
+        plans.append(
+            PartitionPlan(automatic_name(bounds, index), tuple(group), resolve(strategy.max_unavailable, len(group)))
+        )
     return plans
+
+
+def manual_matches(strategy: RolloutStrategy, member: Member, groups: Iterable[ClusterGroup]) -> list[int]:
+    """PART-2: the positions of the manual partitions that select the member, in listed order."""
+    in_groups = groups_of(member, groups)
+    name, labels = member.name, member.labels
+    return [i for i, p in enumerate(strategy.partitions) if p.matches(name=name, labels=labels, groups=in_groups)]
+
+
+def manual_limit(strategy: RolloutStrategy, index: int, size: int) -> int:
+    """A manual partition's maxUnavailable (its own, else the strategy's) resolved against its size."""
+    spec = strategy.partitions[index]
+    return resolve(spec.max_unavailable if spec.max_unavailable is not None else strategy.max_unavailable, size)
 
 
 def _manual(
@@ -202,10 +225,9 @@ def _manual(
                 f"{others}; it belongs to {hits[0].name} only (PART-2)"
             )
     partitions = []
-    for spec in strategy.partitions:
+    for index, spec in enumerate(strategy.partitions):
         members = buckets[spec.name]
-        limit = spec.max_unavailable if spec.max_unavailable is not None else strategy.max_unavailable
-        partitions.append(PartitionPlan(spec.name, tuple(members), resolve(limit, len(members))))
+        partitions.append(PartitionPlan(spec.name, tuple(members), manual_limit(strategy, index, len(members))))
     no_partition = [c.name for c in ordered if c.name not in taken]
     if no_partition:
         warnings.append(

@@ -8,13 +8,21 @@ whatever partition order the broker returned. Upgrade results go before readines
 cluster reports ready after its upgrade finished: a `ready` polled together with the
 `succeeded` it follows must not be applied first, or the cluster would wait for the next
 heartbeat to count as available again.
+
+A time an event carries (a readiness observation, an upgrade's end) more than `max_future_skew_s`
+ahead of the planner is refused here, with the reason (BUS-4, BUS-7): applied, it would make every
+later real observation of the cluster look older, for good. Such times are stamped by other hosts'
+wall clocks, and the engine's clock may run ahead of the wall (a sped-up demo) or be a test's: a time
+is ahead only when it is ahead of both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from rollout_common import envelope
+from rollout_common.epoch import MAX_FUTURE_SKEW_S, check_not_ahead
 from rollout_common.errors import InvalidInputError
 from rollout_common.events import Event
 from rollout_common.ports import Record
@@ -33,19 +41,25 @@ _LAST = 4
 
 
 class Intake:
-    def __init__(self, *, prefix: str) -> None:
+    def __init__(
+        self, *, prefix: str, max_future_skew_s: float = MAX_FUTURE_SKEW_S, wall: Callable[[], float] = time.time
+    ) -> None:
         self._by_topic = {prefix + topic.name: topic for topic in INPUT_TOPICS}
+        self._skew_s = max_future_skew_s
+        self._wall = wall
 
     @property
     def topics(self) -> list[str]:
         return list(self._by_topic)
 
-    def decode(self, record: Record) -> Event:
-        """The record's event; InvalidInputError's text is the dead-letter reason."""
+    def decode(self, record: Record, *, now: float) -> Event:
+        """The record's event; InvalidInputError's text is the dead-letter reason. `now`: engine time."""
         topic = self._by_topic.get(record.topic)
         if topic is None:
             raise InvalidInputError(f"topic {record.topic!r} does not feed the planner")
         _, model = envelope.decode(record.value, record.headers, topic.models)
+        latest = max(now, self._wall())
+        check_not_ahead(model, now=latest, skew_s=self._skew_s, reader="planner", setting="max_future_skew_s")
         return model  # type: ignore[return-value]  # every input topic carries engine events only
 
 

@@ -90,6 +90,16 @@ class PlannerMetrics:
             ["topic", "partition"],
             registry=self.registry,
         )
+        self.unknown_cluster_events = Counter(
+            "rollout_planner_unknown_cluster_events",
+            "readiness events and upgrade results naming a cluster the inventory does not have",
+            registry=self.registry,
+        )
+        self.unknown_clusters = Gauge(
+            "rollout_planner_unknown_clusters",
+            "distinct unknown cluster names the planner keeps track of (named in the last one or two notice periods)",
+            registry=self.registry,
+        )
         self._shown: dict[str, set[tuple[str, ...]]] = {}
 
     def exposition(self) -> bytes:

@@ -60,6 +60,7 @@ from rollout_planner.service.outbox import Outbox, OutboxMessage
 from rollout_planner.service.quarantine import Decide, describe, engine_version, search
 from rollout_planner.service.settings import PlannerSettings
 from rollout_planner.service.status_document import encode_status
+from rollout_planner.service.unknown_clusters import UnknownClusterNotices
 
 log = logging.getLogger("rollout.planner")
 
@@ -98,7 +99,8 @@ class Planner:
         self._origin: dict[int, Record] = {}
         self.metrics = metrics or PlannerMetrics()
         self.dead_letters = DeadLetterMetrics(self.metrics.registry)
-        self._intake = Intake(prefix=settings.topic_prefix)
+        self._intake = Intake(prefix=settings.topic_prefix, max_future_skew_s=settings.max_future_skew_s)
+        self._unknown = UnknownClusterNotices(interval_s=settings.unknown_notice_interval_s)
         self._consumer: Consumer | None = None
         self._stopping = asyncio.Event()
         self.ready = False
@@ -251,7 +253,7 @@ class Planner:
     async def _handle(self, records: Sequence[Record], *, now: float, due: bool) -> None:
         batch = self.checkpoint.batch + 1
         outbox = Outbox(prefix=self._settings.topic_prefix, source=self._settings.source, batch=batch, at=now)
-        events = self._take(records, outbox)
+        events = self._take(records, outbox, now=now)
         if not events and not due and not outbox.messages:
             return  # only records the snapshot already holds: nothing to decide or to write
         if due:
@@ -260,6 +262,7 @@ class Planner:
         events = in_decision_order(events)
         self.lease.check()  # a planner that lost its lease decides nothing more (BUS-8)
         commands, events = await self._decide_or_quarantine(events, now, outbox) if events else ([], events)
+        commands = self._thin_unknown(commands, now=now)
         outbox.add_commands(commands)
         self._follow_timer(commands)
         self.checkpoint.batch = batch
@@ -272,7 +275,7 @@ class Planner:
         # between an event and the commands it caused.
         await self._snapshot_if_due()
 
-    def _take(self, records: Sequence[Record], outbox: Outbox) -> list[Event]:
+    def _take(self, records: Sequence[Record], outbox: Outbox, *, now: float) -> list[Event]:
         events: list[Event] = []
         self._origin = {}
         for record in records:
@@ -280,7 +283,7 @@ class Planner:
                 self.metrics.duplicates_skipped.inc()
                 continue
             try:
-                events.append(self._intake.decode(record))
+                events.append(self._intake.decode(record, now=now))
                 self._origin[id(events[-1])] = record
             except InvalidInputError as exc:
                 outbox.add_dead_letter(record, str(exc))
@@ -357,6 +360,14 @@ class Planner:
         self._state = engine_snapshot.load(snapshot)
         await self._replay_journal()
         return self._state
+
+    def _thin_unknown(self, commands: list[Command], *, now: float) -> list[Command]:
+        """Unknown clusters counted, and said once per name per period (not once per readiness event)."""
+        before = self._unknown.events
+        commands = self._unknown.filter(commands, now=now)
+        self.metrics.unknown_cluster_events.inc(self._unknown.events - before)
+        self.metrics.unknown_clusters.set(self._unknown.names)
+        return commands
 
     def _follow_timer(self, commands: Sequence[Command]) -> None:
         # One timer: the latest WakeAt replaces any earlier one.

@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 
 from rollout_common.connection_settings import RedisServiceSettings, load
+from rollout_common.epoch import MAX_FUTURE_SKEW_S
 
 
 class PlannerSettings(RedisServiceSettings):
@@ -35,6 +36,19 @@ class PlannerSettings(RedisServiceSettings):
         default=1.0,
         gt=0,
         description="engine seconds per wall second: 86400 lets a one-day soak pass in one second",
+    )
+    max_future_skew_s: float = Field(
+        default=MAX_FUTURE_SKEW_S,
+        ge=0.0,
+        description="a readiness observation or upgrade result timed more than this ahead of the planner's clock "
+        "is dead-lettered (BUS-7): it would make every later observation of the cluster look older",
+    )
+    unknown_notice_interval_s: float = Field(
+        default=3600.0,
+        gt=0.0,
+        description="an UNKNOWN_CLUSTER notice (readiness or a result for a cluster the inventory does not have) "
+        "goes out at most once per cluster per this many seconds; every such event is counted in "
+        "rollout_planner_unknown_cluster_events",
     )
     http_port: int = Field(default=8080, ge=0, le=65535, description="health and metrics port; 0 disables")
     http_host: str = Field(default="0.0.0.0", description="address the health and metrics port binds")
