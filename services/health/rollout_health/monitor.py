@@ -42,19 +42,20 @@ from rollout_health.cluster_health import ClusterHealth, after_heartbeat, after_
 from rollout_health.in_flight import InFlight
 from rollout_health.metrics import HealthMetrics
 from rollout_health.outbox import FaustOutbox, Outbox
+from rollout_health.partition_check import TABLE_NAME
 from rollout_health.settings import MonitorSettings
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
-TABLE_NAME = "cluster-health"
 
 
 class KeyPartitionedTable(faust.Table[str, dict[str, Any]]):
     """A table whose rows go to the partition of their key, inside or outside an event."""
 
     def partition_for_key(self, key: Any) -> int:
-        return kafka_partition(str(key).encode(), HEARTBEATS.partitions)
+        # `partitions` is the heartbeats topic's count: the table is co-partitioned with it
+        return kafka_partition(str(key).encode(), self.partitions)
 
 
 class HealthMonitor:
@@ -67,6 +68,7 @@ class HealthMonitor:
         metrics: HealthMetrics | None = None,
     ) -> None:
         prefix = settings.topic_prefix
+        partitions = settings.partitions(HEARTBEATS)
         self.metrics = metrics or HealthMetrics()
         self._settings = settings
         self._clock = clock
@@ -86,7 +88,7 @@ class HealthMonitor:
             store=settings.store_url,
             datadir=settings.data_dir,  # None: faust's own, `<app id>-data` in the working directory
             topic_replication_factor=settings.kafka_replication_factor,
-            topic_partitions=HEARTBEATS.partitions,
+            topic_partitions=partitions,
             table_standby_replicas=0,
             # a killed worker's partitions move to its replacement after this, not faust's 60 s:
             # until then nobody turns heartbeats into readiness
@@ -103,9 +105,9 @@ class HealthMonitor:
             prefix + HEARTBEATS.name,
             key_serializer="raw",
             value_serializer="raw",
-            partitions=HEARTBEATS.partitions,
+            partitions=partitions,
         )
-        self.table = KeyPartitionedTable(self.app, name=TABLE_NAME, partitions=HEARTBEATS.partitions, key_type=str)
+        self.table = KeyPartitionedTable(self.app, name=TABLE_NAME, partitions=partitions, key_type=str)
         self.app.tables.add(self.table)
         self.readiness_topic = prefix + READINESS.name
         self.dead_letter_topic = prefix + DEAD_LETTER.name
