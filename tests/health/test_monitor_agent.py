@@ -390,3 +390,38 @@ async def test_the_data_directory_is_the_configured_one_not_in_the_working_direc
     await made.app.on_first_start()  # what a starting worker runs first: it makes the directories
     assert list(cwd.iterdir()) == []
     assert sorted(path.relative_to(data).as_posix() for path in data.rglob("*")) == ["v1", "v1/tables"]
+
+
+async def test_a_heartbeat_that_changes_nothing_writes_no_row_until_the_checkpoint_interval(
+    outbox: RecordingOutbox, clock: FakeClock
+) -> None:
+    """Issue 21: the row (and its changelog record) is written on a change and when the last one
+    is a checkpoint interval old (120 s by default); between, the time is kept in memory, and
+    staleness counts from it (BUS-7): c1, last heard at 1119, is not stale at 1140 (limit 30)."""
+    settings = MonitorSettings(staleness_limit_s=30, republish_interval_s=0, checkpoint_interval_s=120)
+    made = HealthMonitor(settings, outbox=outbox, clock=clock)
+    made.app.finalize()
+    made.app.flow_control.resume()
+    try:
+        raw = made.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+        rows: list[float] = []
+        async with made.agent.test_context(channel=raw) as agent:
+            for at in (1000.0, 1030.0, 1060.0, 1119.0):
+                clock.now = at
+                value, headers = _heartbeat("c1", True, at)
+                await agent.put(value, key=b"c1", headers=headers, timestamp=at)
+                rows.append(made.table["c1"]["last_seen"])
+            clock.now = 1140.0
+            assert await made.check_staleness() == []
+            value, headers = _heartbeat("c1", True, 1120.0)  # 120 s after the row's time: a checkpoint
+            await agent.put(value, key=b"c1", headers=headers, timestamp=1120.0)
+            rows.append(made.table["c1"]["last_seen"])
+            clock.now = 1151.0
+            [stale] = await made.check_staleness()
+        assert rows == [1000.0, 1000.0, 1000.0, 1000.0, 1120.0]
+        assert (stale.cluster, stale.reason) == ("c1", "stale: no heartbeat for 31 s")
+        assert outbox.readiness() == [("c1", True, "reported ready"), ("c1", False, "stale: no heartbeat for 31 s")]
+    finally:
+        consumer = made.app._consumer
+        if consumer is not None:
+            consumer._thread.thread_loop.close()

@@ -7,15 +7,14 @@ import asyncio
 import json
 import os
 import signal
-import time
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
-
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from pydantic import ValidationError
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.memory_bus import kafka_partition
@@ -26,7 +25,6 @@ from rollout_common.ports import TopicSpec
 from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS, STAGE_ADVANCE
 from rollout_health.partition_check import changelog_topic
 from rollout_health.settings import MonitorSettings
-
 
 
 def test_partitions_come_from_settings_by_catalog_name_with_the_catalogs_defaults() -> None:
@@ -40,7 +38,7 @@ def test_partitions_come_from_settings_by_catalog_name_with_the_catalogs_default
 def test_an_unknown_topic_name_or_a_count_out_of_range_is_refused() -> None:
     with pytest.raises(ValidationError, match=r"unknown topic\(s\) \['rollout.heartbeats'\]"):
         MonitorSettings(topic_partitions={"rollout.heartbeats": 8})
-    with pytest.raises(ValidationError, match="rollout.cluster-heartbeats: 0 partitions; a topic has 1 to 4096"):
+    with pytest.raises(ValidationError, match=r"rollout\.cluster-heartbeats: 0 partitions; a topic has 1 to 4096"):
         MonitorSettings(topic_partitions={"rollout.cluster-heartbeats": 0})
 
 
@@ -136,8 +134,10 @@ async def test_the_monitor_creates_its_topics_and_table_with_the_configured_part
     await readiness.start()
     try:
         async with asyncio.timeout(60):
-            while prefix + HEARTBEATS.name not in await bus.partition_counts([prefix + HEARTBEATS.name]):
-                await asyncio.sleep(0.2)  # no event to wait on: the monitor creates its topics at start
+            while True:  # no event to wait on: the monitor creates its topics at start
+                if prefix + HEARTBEATS.name in await bus.partition_counts([prefix + HEARTBEATS.name]):
+                    break
+                await asyncio.sleep(0.2)
             found: list[Readiness] = []
             while not found:  # the worker may still be joining its group: beat until it answers
                 now = time.time()

@@ -113,6 +113,18 @@ class MonitorSettings(_Common):
         "interval), so a change the planner saw out of order with the upgrade it follows, or one lost "
         "in a crash, is corrected; 0 disables",
     )
+    checkpoint_interval_s: float = Field(
+        default=120.0,
+        gt=0.0,
+        description="a heartbeat that changes nothing is kept in memory; the cluster's row (and its changelog) "
+        "records its time at most this often. A worker that takes over a partition (restart, rebalance) counts "
+        "a silence from the row's time plus this, so a cluster silent across a takeover is marked stale up to "
+        "this much later than the limit, never early",
+    )
+    batch_max_records: int = Field(default=500, ge=1, description="heartbeats the agent takes at a time")
+    batch_within_s: float = Field(
+        default=0.05, gt=0.0, description="how long the agent waits to fill a batch: the most a heartbeat waits"
+    )
     store_url: str = Field(default="memory://", description="faust table store; the changelog is in Kafka")
     # None keeps faust's own choice, relative to the working directory: the image's working
     # directory is the service user's home and the Kubernetes manifest mounts a writable volume
