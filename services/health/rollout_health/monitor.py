@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
 import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -55,6 +57,31 @@ from rollout_health.settings import MonitorSettings
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+
+
+# A stopping worker's steps that wait on the broker have no bound in faust: the wait for every event
+# to be acked (ours are acked once their readiness is acknowledged), the producer's flush (an
+# idempotent producer never gives a batch up), the consumer's last commit. With the broker down,
+# SIGTERM hung the worker until its supervisor killed it (20 s). What was not committed is read
+# again by the next worker, as after a crash, so a stop may give them up.
+STOP_BOUND_S = 5.0
+
+
+def _exit_stopping() -> None:
+    log.warning("stopping: the broker has not answered for %.0f s; exiting without its last commit", STOP_BOUND_S)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(0)  # a stop that was asked for: what was not committed is read again
+
+
+class MonitorApp(faust.App):
+    """faust's app, whose stop ends within `STOP_BOUND_S` whether the broker answers or not."""
+
+    async def on_stop(self) -> None:
+        watchdog = threading.Timer(STOP_BOUND_S, _exit_stopping)
+        watchdog.daemon = True
+        watchdog.start()
+        await super().on_stop()
 
 
 class KeyPartitionedTable(faust.Table[str, dict[str, Any]]):
@@ -89,7 +116,7 @@ class HealthMonitor:
         # offset: without this, a worker killed before its first commit left its successor to start
         # at the end of the log and never judge the heartbeats in between (BUS-4)
         faust_uncommitted_seek.install()
-        self.app = faust.App(
+        self.app = MonitorApp(
             settings.group(settings.app_id),
             broker=f"kafka://{settings.kafka_bootstrap}",
             broker_credentials=broker_credentials(settings.kafka_security),
