@@ -425,3 +425,41 @@ async def test_a_heartbeat_that_changes_nothing_writes_no_row_until_the_checkpoi
         consumer = made.app._consumer
         if consumer is not None:
             consumer._thread.thread_loop.close()
+
+
+async def test_a_row_silent_for_the_expiry_is_dropped_and_its_stale_mark_no_longer_repeated(
+    outbox: RecordingOutbox, clock: FakeClock
+) -> None:
+    """Issue 24: one heartbeat each for made-up names must not be repeated for ever. c1 is heard once
+    at 1000 (limit 30 s, repeats every 5 s, expiry 100 s): stale at 1031, its stale mark repeated
+    until 1100, then its row goes (counted) and nothing more is said of it; a later heartbeat is a
+    first one again."""
+    settings = MonitorSettings(staleness_limit_s=30, check_interval_s=5, republish_interval_s=5, row_expiry_s=100)
+    made = HealthMonitor(settings, outbox=outbox, clock=clock)
+    made.app.finalize()
+    made.app.flow_control.resume()
+    try:
+        raw = made.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+        said: list[tuple[float, bool, str | None]] = []
+        async with made.agent.test_context(channel=raw) as agent:
+            value, headers = _heartbeat("c1", True, 1000.0)
+            await agent.put(value, key=b"c1", headers=headers, timestamp=1000.0)
+            for now in (1031.0, 1050.0, 1099.0, 1100.0, 1105.0, 1200.0):
+                clock.now = now
+                said += [(now, r.ready, r.reason) for r in await made.check_staleness()]
+            gone = "c1" not in made.table
+            clock.now = 1201.0
+            value, headers = _heartbeat("c1", True, 1201.0)
+            await agent.put(value, key=b"c1", headers=headers, timestamp=1201.0)
+        assert said == [
+            (1031.0, False, "stale: no heartbeat for 31 s"),
+            (1050.0, False, "unchanged"),
+            (1099.0, False, "unchanged"),
+        ]
+        assert gone
+        assert outbox.readiness()[-1] == ("c1", True, "reported ready")
+        assert _sample(made, "rollout_health_rows_expired_total") == 1
+    finally:
+        consumer = made.app._consumer
+        if consumer is not None:
+            consumer._thread.thread_loop.close()

@@ -12,7 +12,8 @@
 - Table `cluster-health`: {ready, last_seen, last_published, the versions last published} per
   cluster, changelog-backed in Kafka, so a restarted monitor neither forgets nor re-announces what it published.
 - Timer: every `check_interval_s`, a cluster silent for `staleness_limit_s` is published not
-  ready ("stale: no heartbeat for N s"). A cluster this worker has not heard from since it took
+  ready ("stale: no heartbeat for N s"); one silent for `row_expiry_s` loses its row. A cluster
+  this worker has not heard from since it took
   the partition may have been seen by the previous owner up to `checkpoint_interval_s` after its
   row's time (a row is checkpointed, and an offset is committed only once the heartbeats before it
   are within that of their rows): its silence counts from the row's time plus that, so a takeover
@@ -270,6 +271,9 @@ class HealthMonitor:
             # Numbers first: most clusters, most ticks, need nothing, and models cost.
             last_seen = max(current.last_seen, self._seen.get(cluster, current.last_seen))
             stale = current.last_published is not False and now - last_seen >= limit + grace
+            if not stale and now - last_seen >= self._settings.row_expiry_s + grace:
+                self._expire(cluster)
+                continue
             if not stale and (current.last_published is None or not self._republish_due(cluster)):
                 continue
             if last_seen != current.last_seen:
@@ -297,6 +301,16 @@ class HealthMonitor:
                 await self._publish(again, change=False)
                 published.append(again)
         return published
+
+    def _expire(self, cluster: str) -> None:
+        """Drop a row silent for `row_expiry_s` and published stale: a name nobody reports for (made up,
+        mistyped, decommissioned) is not said again every republish interval for ever. A heartbeat
+        afterwards is a first one again."""
+        del self.table[cluster]  # and a tombstone in the changelog
+        self._known.pop(cluster, None)
+        self._seen.pop(cluster, None)
+        self.metrics.rows_expired.inc()
+        log.info("%s: no heartbeat for %.0f s; its row is dropped", cluster, self._settings.row_expiry_s)
 
     def _republish_due(self, cluster: str) -> bool:
         """Each cluster once per republish interval, spread over the timer's ticks by name."""
