@@ -463,3 +463,33 @@ async def test_a_row_silent_for_the_expiry_is_dropped_and_its_stale_mark_no_long
         consumer = made.app._consumer
         if consumer is not None:
             consumer._thread.thread_loop.close()
+
+
+async def test_after_a_revocation_a_cluster_is_judged_from_its_row_plus_the_checkpoint_interval(
+    outbox: RecordingOutbox, clock: FakeClock
+) -> None:
+    """Issue 21, BUS-7: partitions revoked (a rebalance) make the worker forget the times it kept in
+    memory, since another worker may have heard newer heartbeats meanwhile. c1's row says 1000, its
+    heartbeat at 1100 was not checkpointed (interval 120 s): after the revocation it is not stale at
+    1149 (1000 + 120 + limit 30 = 1150), and stale at 1150, counted from the row."""
+    settings = MonitorSettings(staleness_limit_s=30, republish_interval_s=0, checkpoint_interval_s=120)
+    made = HealthMonitor(settings, outbox=outbox, clock=clock)
+    made.app.finalize()
+    made.app.flow_control.resume()
+    try:
+        raw = made.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+        async with made.agent.test_context(channel=raw) as agent:
+            for at in (1000.0, 1100.0):
+                clock.now = at
+                value, headers = _heartbeat("c1", True, at)
+                await agent.put(value, key=b"c1", headers=headers, timestamp=at)
+            await made.app.on_partitions_revoked.send(set())
+            clock.now = 1149.0
+            assert await made.check_staleness() == []
+            clock.now = 1150.0
+            [stale] = await made.check_staleness()
+        assert (stale.cluster, stale.reason) == ("c1", "stale: no heartbeat for 150 s")
+    finally:
+        consumer = made.app._consumer
+        if consumer is not None:
+            consumer._thread.thread_loop.close()
