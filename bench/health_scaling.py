@@ -8,7 +8,15 @@ counted until an independent consumer of the readiness topic has seen all of the
 rate(N) / (N x rate(1)).
 
     python -m bench.health_scaling --workers 1 2 4 --per-worker 2000 --json
+    python -m bench.health_scaling --kind steady --workers 1 2 4 --per-worker 2000 --rounds 8 --json
     python -m bench.health_scaling --profile-records 2000 --json   # the monitor's own work, in process
+
+`--kind steady` measures a fleet at rest instead: the first heartbeats are sent and turned into
+readiness before the clock starts, then `--rounds` more of each cluster, observed 30 s apart (a
+reporter's default interval), saying what the first said. Nothing is published; the run ends when
+the group has committed every heartbeat. At the default `checkpoint_interval_s` (120 s) one in four
+of them writes its cluster's row. CPU per heartbeat is the figure: wall time includes faust's commit
+interval (about 3 s), and on this shared 2-core machine CPU is what the limits are judged on.
 
 The in-process profile runs the monitor's `on_record` (decode, judge, readiness encoded and queued,
 table row and its changelog record) over first heartbeats with an outbox that acknowledges at once,
@@ -46,8 +54,12 @@ from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
 APP_ID = "rollout-health"
 
 
+ROUND_S = 30.0  # a reporter's default heartbeat interval
+
+
 @dataclass
 class HealthRun:
+    kind: str
     workers: int
     partitions: int
     heartbeats: int
@@ -79,15 +91,56 @@ def _tree_cpu_s(services: Services) -> float:
     return total
 
 
-async def one_run(bootstrap: str, workers: int, heartbeats: int, log_dir: Path) -> HealthRun:
+def _heartbeats(clusters: int, *, observed_at: float, round_: int = 0) -> list[tuple[bytes, bytes, dict[str, bytes]]]:
+    return [
+        enveloped(
+            Heartbeat(cluster=f"c-{i:07d}", ready=True, observed_at=observed_at, reporter="bench"),
+            event_id=f"hb-{round_}-{i}",
+            key=f"c-{i:07d}",
+        )
+        for i in range(clusters)
+    ]
+
+
+async def _all_committed(bootstrap: str, group: str, topic: str, *, partitions: int, timeout_s: float) -> None:
+    """Until `group` has committed the end of every partition of `topic` (faust commits on a timer)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    ends = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await admin.start()
+    await ends.start()
+    try:
+        parts = [TopicPartition(topic, p) for p in range(partitions)]
+        end = await ends.end_offsets(parts)
+        assert sum(end.values()) > 0, end
+        async with asyncio.timeout(timeout_s):
+            while True:
+                offsets = await admin.list_consumer_group_offsets(group)
+                if all(tp in offsets and offsets[tp].offset >= end[tp] for tp in parts):
+                    return
+                await asyncio.sleep(0.1)
+    finally:
+        await ends.stop()
+        await admin.close()
+
+
+async def one_run(
+    bootstrap: str, workers: int, clusters: int, log_dir: Path, *, kind: str = "first", rounds: int = 0, partitions: int
+) -> HealthRun:
     load_before = load_average()
     prefix = fresh_prefix(f"health{workers}")
     bus = KafkaBus(bootstrap, client_id="bench-setup")
     try:
-        await bus.ensure_topics([t.spec(prefix) for t in (HEARTBEATS, READINESS, DEAD_LETTER)])
+        await bus.ensure_topics(
+            [HEARTBEATS.spec(prefix, partitions=partitions)] + [t.spec(prefix) for t in (READINESS, DEAD_LETTER)]
+        )
     finally:
         await bus.close()
-    services = Services(log_dir, {"ROLLOUT_KAFKA_BOOTSTRAP": bootstrap})
+    services = Services(
+        log_dir,
+        {"ROLLOUT_KAFKA_BOOTSTRAP": bootstrap, "ROLLOUT_TOPIC_PARTITIONS": json.dumps({HEARTBEATS.name: partitions})},
+    )
     readiness = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     try:
         for number in range(workers):
@@ -98,6 +151,7 @@ async def one_run(bootstrap: str, workers: int, heartbeats: int, log_dir: Path) 
                     "ROLLOUT_TOPIC_PREFIX": prefix,
                     "ROLLOUT_REPUBLISH_INTERVAL_S": "0",  # only the changes are counted
                     "ROLLOUT_STALENESS_LIMIT_S": "3600",
+                    "ROLLOUT_ROW_EXPIRY_S": "7200",  # must exceed the staleness limit
                     "ROLLOUT_METRICS_PORT": "0",
                     "ROLLOUT_LOG_LEVEL": "WARNING",
                     # not the repository, the services' working directory
@@ -110,36 +164,54 @@ async def one_run(bootstrap: str, workers: int, heartbeats: int, log_dir: Path) 
         parts = [TopicPartition(prefix + READINESS.name, p) for p in range(READINESS.partitions)]
         readiness.assign(parts)
         await readiness.seek_to_beginning(*parts)
-        now = time.time()
-        messages = [
-            enveloped(
-                Heartbeat(cluster=f"c-{i:07d}", ready=True, observed_at=now, reporter="bench"),
-                event_id=f"hb-{i}",
-                key=f"c-{i:07d}",
-            )
-            for i in range(heartbeats)
-        ]
+        # Steady rounds are observed 30 s apart up to now: the first round is the oldest.
+        first_at = time.time() - ROUND_S * rounds if kind == "steady" else time.time()
+        messages = _heartbeats(clusters, observed_at=first_at)
         cpu_before = _tree_cpu_s(services)
         start = time.perf_counter()
         await produce_all(bootstrap, prefix + HEARTBEATS.name, messages)
         seen = 0
         last = start
-        async with asyncio.timeout(max(180.0, heartbeats / 50)):
-            while seen < heartbeats:
+        async with asyncio.timeout(max(180.0, clusters / 50)):
+            while seen < clusters:
                 batches = await readiness.getmany(timeout_ms=1000)
                 got = sum(len(records) for records in batches.values())
                 if got:
                     seen += got
                     last = time.perf_counter()
                 services.check()
+        heartbeats = clusters
+        if kind == "steady":
+            await _all_committed(
+                bootstrap, prefix + APP_ID, prefix + HEARTBEATS.name, partitions=partitions, timeout_s=120.0
+            )
+            steady = [
+                message
+                for round_ in range(1, rounds + 1)
+                for message in _heartbeats(clusters, observed_at=first_at + ROUND_S * round_, round_=round_)
+            ]
+            heartbeats = len(steady)
+            cpu_before = _tree_cpu_s(services)
+            start = time.perf_counter()
+            await produce_all(bootstrap, prefix + HEARTBEATS.name, steady)
+            await _all_committed(
+                bootstrap,
+                prefix + APP_ID,
+                prefix + HEARTBEATS.name,
+                partitions=partitions,
+                timeout_s=max(180.0, heartbeats / 100),
+            )
+            last = time.perf_counter()
+            services.check()
         wall = last - start
         cpu = _tree_cpu_s(services) - cpu_before
     finally:
         services.stop_all()
         await readiness.stop()
     return HealthRun(
+        kind=kind,
         workers=workers,
-        partitions=HEARTBEATS.partitions,
+        partitions=partitions,
         heartbeats=heartbeats,
         wall_s=wall,
         readiness_per_s=heartbeats / wall,
@@ -151,8 +223,20 @@ async def one_run(bootstrap: str, workers: int, heartbeats: int, log_dir: Path) 
     )
 
 
-async def measure_async(bootstrap: str, workers: list[int], per_worker: int, log_dir: Path) -> list[HealthRun]:
-    runs = [await one_run(bootstrap, n, per_worker * n, log_dir) for n in workers]
+async def measure_async(
+    bootstrap: str,
+    workers: list[int],
+    per_worker: int,
+    log_dir: Path,
+    *,
+    kind: str = "first",
+    rounds: int = 0,
+    partitions: int = HEARTBEATS.partitions,
+) -> list[HealthRun]:
+    runs = [
+        await one_run(bootstrap, n, per_worker * n, log_dir, kind=kind, rounds=rounds, partitions=partitions)
+        for n in workers
+    ]
     base = next((r.readiness_per_s for r in runs if r.workers == 1), None)
     for r in runs:
         if base:
@@ -174,7 +258,7 @@ class _AckedOutbox:
         return done
 
 
-async def _profile_async(records: int) -> dict[str, Any]:
+async def _profile_async(records: int, *, kind: str = "first", rounds: int = 4) -> dict[str, Any]:
     import faust
     from pyinstrument import Profiler
 
@@ -187,29 +271,41 @@ async def _profile_async(records: int) -> dict[str, Any]:
     monitor = HealthMonitor(MonitorSettings(republish_interval_s=0), outbox=_AckedOutbox(), clock=lambda: now)
     monitor.app.finalize()
     monitor.app.flow_control.resume()
-    batch = []
-    for i in range(records):
-        name = f"c-{i:07d}"
-        value, headers = encode(
-            Heartbeat(cluster=name, ready=True, observed_at=now, reporter="bench"),
-            event_id=f"hb-{i}",
-            source="bench",
-            at=now,
-        )
-        batch.append(
-            Record(
-                topic="heartbeats",
-                partition=0,
-                offset=i,
-                key=name.encode(),
-                value=value,
-                headers=headers,
-                timestamp_ms=0,
+
+    def beats(clusters: int, observed_at: float) -> list[Record]:
+        made = []
+        for i in range(clusters):
+            name = f"c-{i:07d}"
+            value, headers = encode(
+                Heartbeat(cluster=name, ready=True, observed_at=observed_at, reporter="bench"),
+                event_id=f"hb-{i}",
+                source="bench",
+                at=observed_at,
             )
-        )
+            made.append(
+                Record(
+                    topic="heartbeats",
+                    partition=0,
+                    offset=i,
+                    key=name.encode(),
+                    value=value,
+                    headers=headers,
+                    timestamp_ms=0,
+                )
+            )
+        return made
+
+    if kind == "steady":  # first heartbeats unmeasured, then rounds 30 s apart that change nothing
+        first_at = now - ROUND_S * rounds
+        warm = beats(records, first_at)
+        batch = [r for round_ in range(1, rounds + 1) for r in beats(records, first_at + ROUND_S * round_)]
+    else:
+        warm, batch = [], beats(records, now)
     raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
     try:
         async with monitor.agent.test_context(channel=raw):  # the table needs the agent's context
+            for record in warm:
+                await monitor.on_record(record)
             sampler = Profiler(interval=0.0002)
             sampler.start()
             cpu0 = time.process_time()
@@ -222,16 +318,29 @@ async def _profile_async(records: int) -> dict[str, Any]:
         if consumer is not None:
             consumer._thread.thread_loop.close()
     tree = sampler.output_text(unicode=False, color=False, show_all=False)
-    return {"records": records, "cpu_us_per_heartbeat": cpu / records * 1e6, "pyinstrument": tree}
+    count = len(batch)
+    return {"kind": kind, "records": count, "cpu_us_per_heartbeat": cpu / count * 1e6, "pyinstrument": tree}
 
 
-def profile_on_record(records: int) -> dict[str, Any]:
-    return asyncio.run(_profile_async(records))
+def profile_on_record(records: int, *, kind: str = "first", rounds: int = 4) -> dict[str, Any]:
+    return asyncio.run(_profile_async(records, kind=kind, rounds=rounds))
 
 
-def measure(workers: list[int], per_worker: int, *, bootstrap: str | None = None) -> list[HealthRun]:
+def measure(
+    workers: list[int],
+    per_worker: int,
+    *,
+    bootstrap: str | None = None,
+    kind: str = "first",
+    rounds: int = 0,
+    partitions: int = HEARTBEATS.partitions,
+) -> list[HealthRun]:
     with infrastructure(bootstrap, None) as infra, tempfile.TemporaryDirectory(prefix="bench-health-") as tmp:
-        return asyncio.run(measure_async(infra.bootstrap, workers, per_worker, Path(tmp)))
+        return asyncio.run(
+            measure_async(
+                infra.bootstrap, workers, per_worker, Path(tmp), kind=kind, rounds=rounds, partitions=partitions
+            )
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -240,13 +349,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-worker", type=int, default=2_000, help="first heartbeats per worker process")
     parser.add_argument("--bootstrap", default=None)
     parser.add_argument("--redis-url", default=None, help="unused (the monitor needs no Redis); accepted for bench.run")
+    parser.add_argument("--kind", choices=["first", "steady"], default="first", help="first heartbeats, or at rest")
+    parser.add_argument("--rounds", type=int, default=8, help="steady: heartbeats per cluster after its first")
+    parser.add_argument("--partitions", type=int, default=HEARTBEATS.partitions, help="of the heartbeats topic")
     parser.add_argument("--profile-records", type=int, default=0, help="profile the monitor in process instead")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.profile_records:
-        print(json.dumps(profile_on_record(args.profile_records)))
+        print(json.dumps(profile_on_record(args.profile_records, kind=args.kind, rounds=args.rounds)))
         return
-    runs = measure(args.workers, args.per_worker, bootstrap=args.bootstrap)
+    runs = measure(
+        args.workers,
+        args.per_worker,
+        bootstrap=args.bootstrap,
+        kind=args.kind,
+        rounds=args.rounds if args.kind == "steady" else 0,
+        partitions=args.partitions,
+    )
     out: list[dict[str, Any]] = [asdict(r) for r in runs]
     print(json.dumps(out) if args.json else json.dumps(out, indent=1))
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from rollout_common.heartbeat import Heartbeat
 from rollout_health.cluster_health import ClusterHealth, after_heartbeat, after_silence, reported_version
+from rollout_health.settings import MonitorSettings
 
 
 def _hb(ready: bool) -> Heartbeat:
@@ -46,3 +49,8 @@ def test_a_heartbeat_that_cannot_read_the_versions_is_no_change() -> None:
     )
     assert readiness is not None and readiness.control_plane_version == "1.31.0"
     assert after_heartbeat(first, _hb(True), seen_at=2.0)[1] is None
+
+
+def test_the_row_expiry_must_exceed_the_staleness_limit() -> None:
+    with pytest.raises(ValueError, match=r"row_expiry_s \(90\) must exceed staleness_limit_s \(90\)"):
+        MonitorSettings(staleness_limit_s=90, row_expiry_s=90)

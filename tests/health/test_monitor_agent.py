@@ -390,3 +390,106 @@ async def test_the_data_directory_is_the_configured_one_not_in_the_working_direc
     await made.app.on_first_start()  # what a starting worker runs first: it makes the directories
     assert list(cwd.iterdir()) == []
     assert sorted(path.relative_to(data).as_posix() for path in data.rglob("*")) == ["v1", "v1/tables"]
+
+
+async def test_a_heartbeat_that_changes_nothing_writes_no_row_until_the_checkpoint_interval(
+    outbox: RecordingOutbox, clock: FakeClock
+) -> None:
+    """Issue 21: the row (and its changelog record) is written on a change and when the last one
+    is a checkpoint interval old (120 s by default); between, the time is kept in memory, and
+    staleness counts from it (BUS-7): c1, last heard at 1119, is not stale at 1140 (limit 30)."""
+    settings = MonitorSettings(staleness_limit_s=30, republish_interval_s=0, checkpoint_interval_s=120)
+    made = HealthMonitor(settings, outbox=outbox, clock=clock)
+    made.app.finalize()
+    made.app.flow_control.resume()
+    try:
+        raw = made.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+        rows: list[float] = []
+        async with made.agent.test_context(channel=raw) as agent:
+            for at in (1000.0, 1030.0, 1060.0, 1119.0):
+                clock.now = at
+                value, headers = _heartbeat("c1", True, at)
+                await agent.put(value, key=b"c1", headers=headers, timestamp=at)
+                rows.append(made.table["c1"]["last_seen"])
+            clock.now = 1140.0
+            assert await made.check_staleness() == []
+            value, headers = _heartbeat("c1", True, 1120.0)  # 120 s after the row's time: a checkpoint
+            await agent.put(value, key=b"c1", headers=headers, timestamp=1120.0)
+            rows.append(made.table["c1"]["last_seen"])
+            clock.now = 1151.0
+            [stale] = await made.check_staleness()
+        assert rows == [1000.0, 1000.0, 1000.0, 1000.0, 1120.0]
+        assert (stale.cluster, stale.reason) == ("c1", "stale: no heartbeat for 31 s")
+        assert outbox.readiness() == [("c1", True, "reported ready"), ("c1", False, "stale: no heartbeat for 31 s")]
+    finally:
+        consumer = made.app._consumer
+        if consumer is not None:
+            consumer._thread.thread_loop.close()
+
+
+async def test_a_row_silent_for_the_expiry_is_dropped_and_its_stale_mark_no_longer_repeated(
+    outbox: RecordingOutbox, clock: FakeClock
+) -> None:
+    """Issue 24: one heartbeat each for made-up names must not be repeated for ever. c1 is heard once
+    at 1000 (limit 30 s, repeats every 5 s, expiry 100 s): stale at 1031, its stale mark repeated
+    until 1100, then its row goes (counted) and nothing more is said of it; a later heartbeat is a
+    first one again."""
+    settings = MonitorSettings(staleness_limit_s=30, check_interval_s=5, republish_interval_s=5, row_expiry_s=100)
+    made = HealthMonitor(settings, outbox=outbox, clock=clock)
+    made.app.finalize()
+    made.app.flow_control.resume()
+    try:
+        raw = made.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+        said: list[tuple[float, bool, str | None]] = []
+        async with made.agent.test_context(channel=raw) as agent:
+            value, headers = _heartbeat("c1", True, 1000.0)
+            await agent.put(value, key=b"c1", headers=headers, timestamp=1000.0)
+            for now in (1031.0, 1050.0, 1099.0, 1100.0, 1105.0, 1200.0):
+                clock.now = now
+                said += [(now, r.ready, r.reason) for r in await made.check_staleness()]
+            gone = "c1" not in made.table
+            clock.now = 1201.0
+            value, headers = _heartbeat("c1", True, 1201.0)
+            await agent.put(value, key=b"c1", headers=headers, timestamp=1201.0)
+        assert said == [
+            (1031.0, False, "stale: no heartbeat for 31 s"),
+            (1050.0, False, "unchanged"),
+            (1099.0, False, "unchanged"),
+        ]
+        assert gone
+        assert outbox.readiness()[-1] == ("c1", True, "reported ready")
+        assert _sample(made, "rollout_health_rows_expired_total") == 1
+    finally:
+        consumer = made.app._consumer
+        if consumer is not None:
+            consumer._thread.thread_loop.close()
+
+
+async def test_after_a_revocation_a_cluster_is_judged_from_its_row_plus_the_checkpoint_interval(
+    outbox: RecordingOutbox, clock: FakeClock
+) -> None:
+    """Issue 21, BUS-7: partitions revoked (a rebalance) make the worker forget the times it kept in
+    memory, since another worker may have heard newer heartbeats meanwhile. c1's row says 1000, its
+    heartbeat at 1100 was not checkpointed (interval 120 s): after the revocation it is not stale at
+    1149 (1000 + 120 + limit 30 = 1150), and stale at 1150, counted from the row."""
+    settings = MonitorSettings(staleness_limit_s=30, republish_interval_s=0, checkpoint_interval_s=120)
+    made = HealthMonitor(settings, outbox=outbox, clock=clock)
+    made.app.finalize()
+    made.app.flow_control.resume()
+    try:
+        raw = made.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+        async with made.agent.test_context(channel=raw) as agent:
+            for at in (1000.0, 1100.0):
+                clock.now = at
+                value, headers = _heartbeat("c1", True, at)
+                await agent.put(value, key=b"c1", headers=headers, timestamp=at)
+            await made.app.on_partitions_revoked.send(set())
+            clock.now = 1149.0
+            assert await made.check_staleness() == []
+            clock.now = 1150.0
+            [stale] = await made.check_staleness()
+        assert (stale.cluster, stale.reason) == ("c1", "stale: no heartbeat for 150 s")
+    finally:
+        consumer = made.app._consumer
+        if consumer is not None:
+            consumer._thread.thread_loop.close()

@@ -21,6 +21,7 @@ from rollout_common.envelope import decode, encode
 from rollout_common.events import Readiness
 from rollout_common.heartbeat import Heartbeat
 from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
+from rollout_devenv import KafkaBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -258,3 +259,31 @@ async def _read_all(bootstrap: str, topic: str, *, want: int, timeout_s: float =
     finally:
         await consumer.stop()
     return found
+
+
+async def test_sigterm_with_the_broker_down_stops_the_monitor_within_seconds(
+    kafka_broker: KafkaBroker, topic_prefix: str, monitor_process: subprocess.Popen[bytes], heartbeats: Heartbeats
+) -> None:
+    """Issue 24: the broker goes away while the worker has readiness changes in flight (sent, not
+    acknowledged, so their heartbeats are not acked to faust). SIGTERM then stops the monitor,
+    supervisor and worker, within 10 s with exit 0: faust no longer waits at its stop for events
+    that only an acknowledgement from the absent broker would finish (its supervisor used to kill
+    the worker after 20 s)."""
+    prefix = f"{topic_prefix}."
+    await _topics_exist(kafka_broker.bootstrap, {prefix + t.name for t in (HEARTBEATS, READINESS, DEAD_LETTER)})
+    await heartbeats.send("first", ready=True)
+    await _read_all(kafka_broker.bootstrap, prefix + READINESS.name, want=1)  # the worker is at work
+    for i in range(3000):  # first heartbeats, each a readiness change to send
+        now = time.time()
+        value, headers = encode(
+            Heartbeat(cluster=f"c-{i}", ready=True, observed_at=now), event_id=f"{i}", source="test", at=now
+        )
+        await heartbeats._producer.send(heartbeats._topic, value, key=f"c-{i}".encode(), headers=list(headers.items()))
+    await heartbeats._producer.flush()
+    await asyncio.to_thread(kafka_broker.stop)  # off the loop: it blocks until the broker is gone
+    monitor_process.send_signal(signal.SIGTERM)
+    stopping = time.monotonic()
+    code = await asyncio.to_thread(monitor_process.wait, 30)
+    took = time.monotonic() - stopping
+    assert code == 0
+    assert took < 10, f"stopped after {took:.1f} s"

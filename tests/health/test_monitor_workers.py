@@ -51,6 +51,8 @@ def workers(kafka_bootstrap: str, topic_prefix: str, tmp_path: Path) -> Iterator
         "ROLLOUT_STALENESS_LIMIT_S": str(STALENESS_S),
         "ROLLOUT_CHECK_INTERVAL_S": "0.5",
         "ROLLOUT_REPUBLISH_INTERVAL_S": "2",
+        # a takeover counts a silence from a row's time plus this (test_monitor_takeover.py)
+        "ROLLOUT_CHECKPOINT_INTERVAL_S": "2",
         "ROLLOUT_SESSION_TIMEOUT_S": "6",
         "ROLLOUT_METRICS_PORT": "0",
     }

@@ -214,6 +214,22 @@ class KafkaBus:
                 raise translate(error_type(rest[0] if rest else ""), f"create topic {name!r}")
         self._known_topics.update(spec.name for spec in topics)
 
+    async def partition_counts(self, names: Sequence[str]) -> dict[str, int]:
+        """The partition count of each topic of `names` that exists (absent ones are left out)."""
+        self._check_open()
+        admin = await self._started_admin()
+        with _translated("describe topics"):
+            # Describing a missing topic would make a broker that auto-creates topics create it
+            # with its default partitions: only the listed ones are described.
+            existing = set(await admin.list_topics())
+            wanted = [name for name in names if name in existing]
+            described = await admin.describe_topics(wanted) if wanted else []
+        return {
+            str(topic["topic"]): len(topic["partitions"])
+            for topic in described
+            if topic["error_code"] == 0 and topic["partitions"]
+        }
+
     async def publish(
         self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes] | None = None
     ) -> None:

@@ -3,7 +3,7 @@
 Environment variables carry the `ROLLOUT_` prefix and `__` between nested names:
 
 - `ROLLOUT_KAFKA_BOOTSTRAP`, `ROLLOUT_KAFKA_REPLICATION_FACTOR`, `ROLLOUT_CREATE_TOPICS`,
-  `ROLLOUT_TOPIC_PREFIX`, `ROLLOUT_LOG_LEVEL`;
+  `ROLLOUT_TOPIC_PREFIX`, `ROLLOUT_TOPIC_PARTITIONS` (JSON, by catalog name), `ROLLOUT_LOG_LEVEL`;
 - `ROLLOUT_KAFKA_SECURITY__SECURITY_PROTOCOL` (PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL),
   `ROLLOUT_KAFKA_SECURITY__SASL_MECHANISM` (PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512),
   `ROLLOUT_KAFKA_SECURITY__SASL_USERNAME`, `ROLLOUT_KAFKA_SECURITY__SASL_PASSWORD`,
@@ -25,10 +25,13 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from rollout_common.errors import InvalidInputError
+from rollout_common.ports import TopicSpec
+from rollout_common.topics.catalog import TopicDef
+from rollout_common.topics.partitions import checked_overrides, partitions_of
 
 MASK = "**********"
 
@@ -99,7 +102,25 @@ class ServiceSettings(BaseSettings):
         default="",
         description="put before every catalog topic name and consumer group id (one broker, several systems)",
     )
+    topic_partitions: dict[str, int] = Field(
+        default_factory=dict,
+        description="partitions of catalog topics by name where not the catalog's default, e.g. "
+        '{"rollout.cluster-heartbeats": 32}: the same in every service of a deployment (docs/operations.md, sizing)',
+    )
     log_level: str = "INFO"
+
+    @field_validator("topic_partitions")
+    @classmethod
+    def _known_topics(cls, value: dict[str, int]) -> dict[str, int]:
+        return checked_overrides(value)
+
+    def partitions(self, topic: TopicDef) -> int:
+        """How many partitions `topic` has in this deployment."""
+        return partitions_of(topic, self.topic_partitions)
+
+    def topic_spec(self, topic: TopicDef) -> TopicSpec:
+        """`topic` as this deployment creates it: under the prefix, with its configured partitions."""
+        return topic.spec(self.topic_prefix, partitions=self.partitions(topic))
 
     def group(self, name: str) -> str:
         """A consumer group id under the topic prefix, so two deployments sharing a broker never share a

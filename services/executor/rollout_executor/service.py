@@ -37,7 +37,7 @@ class ExecutorService:
     async def run(self, stop: asyncio.Event) -> None:
         prefix = self._settings.topic_prefix
         if self._settings.create_topics:
-            specs = [topic.spec(prefix) for topic in (STAGE_ADVANCE, UPGRADE_RESULTS, DEAD_LETTER)]
+            specs = [self._settings.topic_spec(topic) for topic in (STAGE_ADVANCE, UPGRADE_RESULTS, DEAD_LETTER)]
             await unless_stopped(retried(lambda: self._bus.ensure_topics(specs), what="create topics"), stop)
         consumer = self._bus.consumer(
             [prefix + STAGE_ADVANCE.name], group=self._settings.group(self._settings.group_id)

@@ -57,7 +57,7 @@ async def run_reporter(settings: ReporterSettings) -> None:
         # wait for it like the other services instead of exiting.
         while not stop.is_set():
             try:
-                specs = [t.spec(settings.topic_prefix) for t in (HEARTBEATS, UPGRADE_RESULTS)]
+                specs = [settings.topic_spec(t) for t in (HEARTBEATS, UPGRADE_RESULTS)]
                 if settings.create_topics:
                     await unless_stopped(bus.ensure_topics(specs), stop)
                 await unless_stopped(probe.start(), stop)
@@ -114,7 +114,7 @@ async def run_inventory(settings: InventorySettings) -> None:
         while not stop.is_set():
             try:
                 if settings.create_topics:
-                    await bus.ensure_topics([INVENTORY.spec(settings.topic_prefix)])
+                    await bus.ensure_topics([settings.topic_spec(INVENTORY)])
                 break
             except TransientError as exc:
                 log.warning("Kafka not reachable yet; retrying in 2 s: %s", exc)
@@ -178,6 +178,10 @@ def run_monitor_worker(settings: MonitorSettings) -> None:
         logging_config=json_logging.dict_config(settings.log_level),
         redirect_stdouts=False,
     )
+    # A service has no terminal to spin on, and at WARNING or above faust's spinner sets the root
+    # logger to DEBUG so it sees every record: every library's debug call then builds a record that
+    # no handler prints (a fifth of a worker's CPU per heartbeat at WARNING).
+    worker.spinner = None
     worker.execute_from_commandline()
 
 

@@ -50,6 +50,21 @@ def reported_version(text: str | None) -> str | None:
     return match.group(1) if match else None
 
 
+def changes_nothing(previous: ClusterHealth, heartbeat: Heartbeat) -> bool:
+    """The heartbeat says what the row says and what was published (a fleet at rest): only its time
+    is news, which the monitor keeps in memory (`after_heartbeat` would give the same row and no
+    readiness, at many times the cost)."""
+    if heartbeat.ready != previous.ready or previous.last_published != heartbeat.ready:
+        return False
+    for text, known in (
+        (heartbeat.control_plane_version, previous.control_plane_version),
+        (heartbeat.node_version, previous.node_version),
+    ):
+        if text is not None and reported_version(text) not in (None, known):
+            return False
+    return True
+
+
 def after_heartbeat(
     previous: ClusterHealth | None, heartbeat: Heartbeat, *, seen_at: float
 ) -> tuple[ClusterHealth, Readiness | None]:
@@ -92,10 +107,12 @@ def after_heartbeat(
 
 
 def after_silence(
-    cluster: str, state: ClusterHealth, *, now: float, staleness_limit_s: float
+    cluster: str, state: ClusterHealth, *, now: float, staleness_limit_s: float, grace_s: float = 0.0
 ) -> tuple[ClusterHealth, Readiness | None]:
+    """Stale once silent for the limit, plus `grace_s` when heartbeats after `last_seen` may have
+    been seen by another worker and not recorded (a row is checkpointed, not written per heartbeat)."""
     silent_s = now - state.last_seen
-    if silent_s < staleness_limit_s or state.last_published is False:
+    if silent_s < staleness_limit_s + grace_s or state.last_published is False:
         return state, None
     # Observed now: the silence itself is the observation, newer than any heartbeat before it.
     readiness = Readiness(

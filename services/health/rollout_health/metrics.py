@@ -32,4 +32,9 @@ class HealthMetrics:
             "Clusters the monitor marked not ready because their heartbeats stopped",
             registry=self.registry,
         )
+        self.rows_expired = Counter(
+            "rollout_health_rows_expired",
+            "Rows the monitor dropped after row_expiry_s of silence (unknown, mistyped or decommissioned names)",
+            registry=self.registry,
+        )
         self.dead_letters = DeadLetterMetrics(self.registry)

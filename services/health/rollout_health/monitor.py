@@ -1,15 +1,23 @@
 """The health monitor: a faust app turning heartbeats into readiness changes.
 
-- Agent (concurrency 1: faust 0.15 can commit past an unfinished event with more): reads raw
-  heartbeat records, decodes them with the CloudEvents envelope (a bad one is dead-lettered,
-  never crashes the agent), updates the cluster's row and publishes a Readiness on change.
+- Agent (concurrency 1: faust 0.15 can commit past an unfinished event with more): takes raw
+  heartbeat records in batches, decodes them with the CloudEvents envelope (a bad one is
+  dead-lettered, never crashes the agent), and publishes a Readiness on change. A heartbeat that
+  changes nothing (a fleet at rest) only moves its cluster's last-seen time, kept in memory: the
+  row, and its changelog record, is written on a change and at most every `checkpoint_interval_s`
+  per cluster.
   It does not wait for the broker's ack of each change before the next heartbeat: acks are manual
   (`noack`), and `InFlight` writes a heartbeat's row and acks its event only once its readiness
   and every earlier one is acknowledged, so faust commits no offset ahead of what was published.
 - Table `cluster-health`: {ready, last_seen, last_published, the versions last published} per
   cluster, changelog-backed in Kafka, so a restarted monitor neither forgets nor re-announces what it published.
 - Timer: every `check_interval_s`, a cluster silent for `staleness_limit_s` is published not
-  ready ("stale: no heartbeat for N s").
+  ready ("stale: no heartbeat for N s"); one silent for `row_expiry_s` loses its row. A cluster
+  this worker has not heard from since it took
+  the partition may have been seen by the previous owner up to `checkpoint_interval_s` after its
+  row's time (a row is checkpointed, and an offset is committed only once the heartbeats before it
+  are within that of their rows): its silence counts from the row's time plus that, so a takeover
+  neither calls a cluster stale early nor, since the row's time is fixed, keeps it fresh.
 
 A row's changelog partition is the one Kafka's default partitioner gives its cluster name, as
 for the heartbeats (keyed by cluster): the timer writes outside any event, where faust cannot
@@ -21,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
 import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -38,23 +48,50 @@ from rollout_common.events import Readiness
 from rollout_common.heartbeat import Heartbeat
 from rollout_common.ports import Record
 from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
-from rollout_health.cluster_health import ClusterHealth, after_heartbeat, after_silence
+from rollout_health.cluster_health import ClusterHealth, after_heartbeat, after_silence, changes_nothing
 from rollout_health.in_flight import InFlight
 from rollout_health.metrics import HealthMetrics
 from rollout_health.outbox import FaustOutbox, Outbox
+from rollout_health.partition_check import TABLE_NAME
 from rollout_health.settings import MonitorSettings
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
-TABLE_NAME = "cluster-health"
+
+
+# A stopping worker's steps that wait on the broker have no bound in faust: the wait for every event
+# to be acked (ours are acked once their readiness is acknowledged), the producer's flush (an
+# idempotent producer never gives a batch up), the consumer's last commit. With the broker down,
+# SIGTERM hung the worker until its supervisor killed it (20 s). What was not committed is read
+# again by the next worker, as after a crash, so a stop may give them up.
+STOP_BOUND_S = 5.0
+
+
+def _exit_stopping() -> None:
+    log.warning("stopping: the broker has not answered for %.0f s; exiting without its last commit", STOP_BOUND_S)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(0)  # a stop that was asked for: what was not committed is read again
+
+
+class MonitorApp(faust.App):
+    """faust's app, whose stop ends within `STOP_BOUND_S` whether the broker answers or not."""
+
+    async def on_stop(self) -> None:
+        watchdog = threading.Timer(STOP_BOUND_S, _exit_stopping)
+        watchdog.daemon = True
+        watchdog.start()
+        await super().on_stop()
 
 
 class KeyPartitionedTable(faust.Table[str, dict[str, Any]]):
     """A table whose rows go to the partition of their key, inside or outside an event."""
 
     def partition_for_key(self, key: Any) -> int:
-        return kafka_partition(str(key).encode(), HEARTBEATS.partitions)
+        # `partitions` is the heartbeats topic's count: the table is co-partitioned with it
+        assert self.partitions is not None  # always given (HealthMonitor)
+        return kafka_partition(str(key).encode(), self.partitions)
 
 
 class HealthMonitor:
@@ -67,6 +104,7 @@ class HealthMonitor:
         metrics: HealthMetrics | None = None,
     ) -> None:
         prefix = settings.topic_prefix
+        partitions = settings.partitions(HEARTBEATS)
         self.metrics = metrics or HealthMetrics()
         self._settings = settings
         self._clock = clock
@@ -79,14 +117,14 @@ class HealthMonitor:
         # offset: without this, a worker killed before its first commit left its successor to start
         # at the end of the log and never judge the heartbeats in between (BUS-4)
         faust_uncommitted_seek.install()
-        self.app = faust.App(
+        self.app = MonitorApp(
             settings.group(settings.app_id),
             broker=f"kafka://{settings.kafka_bootstrap}",
             broker_credentials=broker_credentials(settings.kafka_security),
             store=settings.store_url,
             datadir=settings.data_dir,  # None: faust's own, `<app id>-data` in the working directory
             topic_replication_factor=settings.kafka_replication_factor,
-            topic_partitions=HEARTBEATS.partitions,
+            topic_partitions=partitions,
             table_standby_replicas=0,
             # a killed worker's partitions move to its replacement after this, not faust's 60 s:
             # until then nobody turns heartbeats into readiness
@@ -103,9 +141,9 @@ class HealthMonitor:
             prefix + HEARTBEATS.name,
             key_serializer="raw",
             value_serializer="raw",
-            partitions=HEARTBEATS.partitions,
+            partitions=partitions,
         )
-        self.table = KeyPartitionedTable(self.app, name=TABLE_NAME, partitions=HEARTBEATS.partitions, key_type=str)
+        self.table = KeyPartitionedTable(self.app, name=TABLE_NAME, partitions=partitions, key_type=str)
         self.app.tables.add(self.table)
         self.readiness_topic = prefix + READINESS.name
         self.dead_letter_topic = prefix + DEAD_LETTER.name
@@ -114,28 +152,45 @@ class HealthMonitor:
         self._in_flight = InFlight()
         # rows decided by the agent whose readiness is not acknowledged yet: newer than the table's
         self._unwritten: dict[str, ClusterHealth] = {}
+        # Since the last rebalance: each cluster's row as last decided here (the table's, parsed once)
+        # and its newest heartbeat's time where that is newer than the row's. Both are forgotten when
+        # partitions are revoked: another worker may own them, and see newer heartbeats, meanwhile.
+        self._known: dict[str, ClusterHealth] = {}
+        self._seen: dict[str, float] = {}
+        self.app.on_partitions_revoked.connect(self._forget_owned)
         self.agent = self.app.agent(self.heartbeats, name="heartbeats", concurrency=1)(self._process)
         self.app.timer(settings.check_interval_s, name="staleness")(self.check_staleness)
 
-    async def _process(self, stream: faust.StreamT[bytes]) -> AsyncIterator[Readiness | None]:
-        # faust's agent hands a Stream; StreamT does not declare noack
-        manual = cast("faust.Stream[bytes]", stream).noack()
-        async for event in manual.events():
-            self._in_flight.check()
-            await self._in_flight.room()
-            self._in_flight.check()
-            message = event.message
-            record = Record(
-                topic=message.topic,
-                partition=message.partition,
-                offset=message.offset,
-                key=message.key,
-                value=message.value or b"",
-                headers=_header_map(message.headers),
-                timestamp_ms=int(message.timestamp * 1000),
-            )
-            # Yielded so a test can wait for the event to be handled (its send queued).
-            yield await self.on_record(record, finished=event.ack)
+    async def _process(self, stream: faust.StreamT[bytes]) -> AsyncIterator[list[Readiness | None]]:
+        # faust's agent hands a Stream; StreamT does not declare noack_take. Events, not values, so
+        # each is acked (for faust's commit) only once finished, which `InFlight` decides.
+        batches = cast("faust.Stream[bytes]", stream).noack_take(
+            self._settings.batch_max_records, within=self._settings.batch_within_s
+        )
+        async for events in batches:
+            results = []
+            for event in cast("list[faust.types.EventT[bytes]]", events):
+                self._in_flight.check()
+                await self._in_flight.room()
+                self._in_flight.check()
+                message = event.message
+                record = Record(
+                    topic=message.topic,
+                    partition=message.partition,
+                    offset=message.offset,
+                    key=message.key,
+                    value=message.value or b"",
+                    headers=_header_map(message.headers),
+                    timestamp_ms=int(message.timestamp * 1000),
+                )
+                results.append(await self.on_record(record, finished=event.ack))
+            # Yielded once a batch (each yield costs faust's agent a round of its own), so a test
+            # can wait for its events to be handled (their sends queued).
+            yield results
+
+    async def _forget_owned(self, _sender: Any, /, *_: Any, signal: Any, **__: Any) -> None:
+        self._known.clear()
+        self._seen.clear()
 
     async def on_record(self, record: Record, *, finished: Callable[[], object] = lambda: None) -> Readiness | None:
         """Any failure judging one record is that record's dead letter: the agent goes on (BUS-4).
@@ -154,11 +209,13 @@ class HealthMonitor:
             await self._dead_letter(record, reason=f"quarantined: handling raised {type(exc).__name__}: {first_line}")
             self._in_flight.add(None, finished)
             return None
+        if state is previous:  # nothing to write: a heartbeat that changes nothing, or an old one
+            self._in_flight.add(None, finished)
+            return None
         delivery = None if readiness is None else await self._publish(readiness, wait=False)
-        if state == previous:
-            self._in_flight.add(delivery, finished)
-            return readiness
         self._unwritten[cluster] = state
+        self._known[cluster] = state
+        self._seen.pop(cluster, None)  # the row has its time
 
         def write_row() -> None:
             # after the readiness is acknowledged: a row never says "published" before it is
@@ -181,29 +238,55 @@ class HealthMonitor:
                 f"invalid Heartbeat: observedAt is {ahead:.0f} s ahead of the monitor's clock "
                 f"(limit max_future_skew_s={self._settings.max_future_skew_s:g}); check the reporter's clock"
             )
-        previous = self._row(heartbeat.cluster)
+        cluster = heartbeat.cluster
+        previous = self._row(cluster)
         # The observation's time, not the monitor's nor the record's: a replayed or delayed old
         # heartbeat must not look fresh, and the planner orders readiness by it (BUS-7).
-        state, readiness = after_heartbeat(previous, heartbeat, seen_at=heartbeat.observed_at)
-        return heartbeat.cluster, previous, state, readiness
+        seen_at = heartbeat.observed_at
+        if previous is not None:
+            if seen_at < self._seen.get(cluster, previous.last_seen):
+                return cluster, previous, previous, None  # older than what we have: it changes nothing
+            if changes_nothing(previous, heartbeat):
+                self._known[cluster] = previous  # heard from since the rebalance (the timer's grace ends)
+                self._seen[cluster] = seen_at
+                if seen_at - previous.last_seen < self._settings.checkpoint_interval_s:
+                    return cluster, previous, previous, None
+                return cluster, previous, previous.model_copy(update={"last_seen": seen_at}), None
+        state, readiness = after_heartbeat(previous, heartbeat, seen_at=seen_at)
+        return cluster, previous, state, readiness
 
     async def check_staleness(self) -> list[Readiness]:
         now = self._clock()
         published: list[Readiness] = []
         self._ticks += 1
+        limit = self._settings.staleness_limit_s
         for cluster, row in list(self.table.items()):
             if cluster in self._unwritten:
                 continue  # a heartbeat was just judged: not silent, and its own readiness is on its way
-            current = ClusterHealth.model_validate(row)
-            state, readiness = after_silence(
-                cluster, current, now=now, staleness_limit_s=self._settings.staleness_limit_s
-            )
+            current, grace = self._known.get(cluster), 0.0
+            if current is None:
+                # not heard from since this worker took its partition: the previous owner may have
+                # seen heartbeats up to a checkpoint interval after the row's time (see the module)
+                current, grace = ClusterHealth.model_validate(row), self._settings.checkpoint_interval_s
+            # Numbers first: most clusters, most ticks, need nothing, and models cost.
+            last_seen = max(current.last_seen, self._seen.get(cluster, current.last_seen))
+            stale = current.last_published is not False and now - last_seen >= limit + grace
+            if not stale and now - last_seen >= self._settings.row_expiry_s + grace:
+                self._expire(cluster)
+                continue
+            if not stale and (current.last_published is None or not self._republish_due(cluster)):
+                continue
+            if last_seen != current.last_seen:
+                current = current.model_copy(update={"last_seen": last_seen})
+            state, readiness = after_silence(cluster, current, now=now, staleness_limit_s=limit, grace_s=grace)
             if readiness is not None:
                 await self._publish(readiness)
                 self.metrics.stale_marks.inc()
                 self.table[cluster] = state.model_dump()
+                self._known[cluster] = state
+                self._seen.pop(cluster, None)
                 published.append(readiness)
-            elif self._republish_due(cluster) and current.last_published is not None:
+            elif current.last_published is not None and self._republish_due(cluster):
                 # Readiness is a state, not only a change: saying it again now and then repairs a
                 # planner that applied a change before the upgrade it follows, or a change lost in a
                 # crash between this table and the topic. The planner ignores repeats.
@@ -219,6 +302,16 @@ class HealthMonitor:
                 published.append(again)
         return published
 
+    def _expire(self, cluster: str) -> None:
+        """Drop a row silent for `row_expiry_s` and published stale: a name nobody reports for (made up,
+        mistyped, decommissioned) is not said again every republish interval for ever. A heartbeat
+        afterwards is a first one again."""
+        del self.table[cluster]  # and a tombstone in the changelog
+        self._known.pop(cluster, None)
+        self._seen.pop(cluster, None)
+        self.metrics.rows_expired.inc()
+        log.info("%s: no heartbeat for %.0f s; its row is dropped", cluster, self._settings.row_expiry_s)
+
     def _republish_due(self, cluster: str) -> bool:
         """Each cluster once per republish interval, spread over the timer's ticks by name."""
         interval = self._settings.republish_interval_s
@@ -228,9 +321,10 @@ class HealthMonitor:
         return zlib.crc32(cluster.encode()) % buckets == self._ticks % buckets
 
     def _row(self, cluster: str) -> ClusterHealth | None:
-        unwritten = self._unwritten.get(cluster)
-        if unwritten is not None:
-            return unwritten
+        """The cluster's row as last decided: unwritten, known since the rebalance, or the table's."""
+        known = self._unwritten.get(cluster) or self._known.get(cluster)
+        if known is not None:
+            return known
         row = self.table.get(cluster)
         return None if row is None else ClusterHealth.model_validate(row)
 

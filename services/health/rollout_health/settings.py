@@ -143,6 +143,25 @@ class MonitorSettings(_Common):
         "interval), so a change the planner saw out of order with the upgrade it follows, or one lost "
         "in a crash, is corrected; 0 disables",
     )
+    checkpoint_interval_s: float = Field(
+        default=120.0,
+        gt=0.0,
+        description="a heartbeat that changes nothing is kept in memory; the cluster's row (and its changelog) "
+        "records its time at most this often. A worker that takes over a partition (restart, rebalance) counts "
+        "a silence from the row's time plus this, so a cluster silent across a takeover is marked stale up to "
+        "this much later than the limit, never early",
+    )
+    row_expiry_s: float = Field(
+        default=900.0,
+        gt=0.0,
+        description="a cluster silent this long, already published stale, loses its row: its stale mark is no "
+        "longer repeated (a made-up, mistyped or decommissioned name is not said again for ever); if it reports "
+        "again, its next heartbeat is a first one. Must exceed staleness_limit_s",
+    )
+    batch_max_records: int = Field(default=500, ge=1, description="heartbeats the agent takes at a time")
+    batch_within_s: float = Field(
+        default=0.05, gt=0.0, description="how long the agent waits to fill a batch: the most a heartbeat waits"
+    )
     store_url: str = Field(default="memory://", description="faust table store; the changelog is in Kafka")
     # None keeps faust's own choice, relative to the working directory: the image's working
     # directory is the service user's home and the Kubernetes manifest mounts a writable volume
@@ -155,6 +174,15 @@ class MonitorSettings(_Common):
     web_port: int = Field(default=0, ge=0, le=65535, description="faust's web server; 0 disables it")
     restart_backoff_max_s: float = Field(default=30.0, gt=0.0)
     checks: ChecksSettings = Field(default_factory=ChecksSettings)
+
+    @model_validator(mode="after")
+    def _expiry_after_staleness(self) -> MonitorSettings:
+        if self.row_expiry_s <= self.staleness_limit_s:
+            raise ValueError(
+                f"row_expiry_s ({self.row_expiry_s:g}) must exceed staleness_limit_s ({self.staleness_limit_s:g}): "
+                "a row is dropped only after its cluster was published stale"
+            )
+        return self
 
 
 class InventorySettings(_Common):

@@ -14,8 +14,9 @@ import time
 from collections.abc import Sequence
 
 from rollout_adapters.connections import kafka_bus
-from rollout_common.errors import RolloutError
+from rollout_common.errors import PermanentError, RolloutError
 from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
+from rollout_health.partition_check import partition_problem
 from rollout_health.settings import MonitorSettings
 
 log = logging.getLogger(__name__)
@@ -26,8 +27,13 @@ _HEALTHY_RUN_S = 60.0
 _STOP_GRACE_S = 20.0
 
 
+class PartitionMismatchError(PermanentError):
+    """The topics' partition counts are not the settings': restarting cannot help."""
+
+
 async def broker_ready(settings: MonitorSettings, stop: asyncio.Event) -> bool:
-    """Wait until the broker creates (or has) the monitor's topics; False if stopped first.
+    """Wait until the broker creates (or has) the monitor's topics and their partition counts agree
+    with the settings; False if stopped first. A disagreement raises `PartitionMismatchError`.
 
     Without `create_topics` there is nothing to ask, and the restart back-off does the waiting.
     """
@@ -35,8 +41,13 @@ async def broker_ready(settings: MonitorSettings, stop: asyncio.Event) -> bool:
     while settings.create_topics and not stop.is_set():
         bus = kafka_bus(settings, client_id=f"{settings.topic_prefix}rollout-health-supervisor")
         try:
-            await bus.ensure_topics([t.spec(settings.topic_prefix) for t in (HEARTBEATS, READINESS, DEAD_LETTER)])
+            await bus.ensure_topics([settings.topic_spec(t) for t in (HEARTBEATS, READINESS, DEAD_LETTER)])
+            problem = await partition_problem(bus, settings)
+            if problem is not None:
+                raise PartitionMismatchError(problem)
             return True
+        except PartitionMismatchError:
+            raise
         except RolloutError as exc:
             log.warning("monitor: Kafka not ready, retrying in %.0f s: %s", delay, exc)
         finally:

@@ -42,10 +42,11 @@ class TopicDef:
     retention_ms: int | None = WEEK_MS
     doc: str = ""
 
-    def spec(self, prefix: str = "") -> TopicSpec:
+    def spec(self, prefix: str = "", *, partitions: int | None = None) -> TopicSpec:
+        """The topic to create; `partitions` None: the catalog's default (settings may override it)."""
         return TopicSpec(
             name=prefix + self.name,
-            partitions=self.partitions,
+            partitions=self.partitions if partitions is None else partitions,
             compacted=self.compacted,
             retention_ms=None if self.compacted else self.retention_ms,
         )

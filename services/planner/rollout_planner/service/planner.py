@@ -135,7 +135,7 @@ class Planner:
             return False
         self.lease.start_renewing()
         if self._settings.create_topics:
-            specs = [topic.spec(self._settings.topic_prefix) for topic in ALL]
+            specs = [self._settings.topic_spec(topic) for topic in ALL]
             await self._retrying("create topics", lambda: self._bus.ensure_topics(specs))
         if not await self._restore():
             return False
