@@ -1,6 +1,6 @@
 """Generated scenarios keep every invariant: no exception, the engine's audit after every decision,
-a restarted twin deciding the same, and the shared checker's invariants on the report, less the lines
-proven to be its known approximations (see oracle.py and misjudgements.py).
+a restarted twin deciding the same, and every invariant of the shared checker on the report (see
+oracle.py).
 
 A fixed set of seeds, the first `SEEDS` of `make fuzz`; a failing seed is shrunk to a file with
 `python tests/fuzz/campaign.py --first SEED --seeds 1`. The project's own scenarios also go through
