@@ -14,7 +14,9 @@ change (SEQ-2, SEQ-6a, SEQ-7, SOAK-4b, SOAK-4c, OPS-1): a cluster joining a stag
 has likely completed, or leaving every stage; a sequence change that appends a stage, changes
 nothing, changes a soak or puts a cluster in two stages; a failed first-stage upgrade followed by
 a newer release; a cancel before later stages are reached. Two fleet shapes go with them: clusters
-that no stage selects until a stage is appended, and a first stage that starts empty.
+that no stage selects until a stage is appended, and a first stage that starts empty. An inventory
+change that puts a cluster in two stages is no shape of its own: the shared checker counts such a
+cluster in the first of them, where SEQ-2 leaves it in neither, so it would judge a right engine.
 """
 
 from __future__ import annotations
@@ -64,7 +66,6 @@ EVENT_KINDS: dict[str, float] = {
     "change_exclusions": 1,
     "join_late": 2,  # SEQ-6a late member, SOAK-4b: a STUCK stage evaluated again
     "leave_all_stages": 1,  # SEQ-6: a member relabelled out of every stage
-    "two_stages_by_inventory": 0.5,  # SEQ-2: the cluster then belongs to neither stage
     "sequence_append": 1.5,  # SEQ-7: a stage appended to a running sequence
     "sequence_same": 1,  # SEQ-7: an accepted change that changes nothing
     "sequence_soak": 1,  # SEQ-7: a changed soak reaches a soak under way
@@ -313,18 +314,6 @@ def leave_all_stages(rng: Rng, ctx: Doc) -> Doc | None:
     return {"inventory": {"upsert": leaving}}
 
 
-def two_stages_by_inventory(rng: Rng, ctx: Doc) -> Doc | None:
-    """A cluster given the group of another stage than its label's: in two stages when that stage
-    selects by group (SEQ-2: an inventory change leaves it in neither)."""
-    stages: int = ctx["stages"]
-    members = [c for c in ctx["clusters"] if c["labels"]["env"].startswith("s")]
-    if stages < 2 or not members:
-        return None
-    victim = rng.choice(members)
-    other = rng.choice([i for i in range(stages) if f"s{i}" != victim["labels"]["env"]])
-    return {"inventory": {"upsert": {**victim, "group": f"g{other}"}}}
-
-
 def sequence_append(rng: Rng, ctx: Doc) -> Doc:
     """The sequence in force at the start with one stage more at its end (SEQ-7); it selects the
     clusters no stage did (the fleet's spare ones), if any."""
@@ -389,7 +378,6 @@ def early_cancel(rng: Rng, ctx: Doc) -> Doc:
 SHAPES: dict[str, Callable[[Rng, Doc], Doc | None]] = {
     "join_late": join_late,
     "leave_all_stages": leave_all_stages,
-    "two_stages_by_inventory": two_stages_by_inventory,
     "sequence_append": sequence_append,
     "sequence_same": sequence_same,
     "sequence_soak": sequence_soak,
