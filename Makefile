@@ -97,8 +97,9 @@ SOAK_SECONDS ?= 600
 soak: venv infra-fetch  ## the readiness soak at 100,000 clusters for SOAK_SECONDS (CI runs 60 s)
 	ROLLOUT_SOAK_SECONDS=$(SOAK_SECONDS) ROLLOUT_SOAK_REPORT=soak-report.json $(BIN)/pytest -q -s tests/load
 
-## generated scenarios through the audit, a restarted twin and the shared checker; each failing
-## seed is shrunk to a scenario under build/fuzz/ (the fixed first 300 seeds run in `make test`)
+## generated scenarios through the audit, a restarted twin and the shared checker (any line of it
+## fails a seed); each failing seed is shrunk to a scenario under build/fuzz/ (the fixed first 300
+## seeds run in `make test`)
 SEEDS ?= 1000
 JOBS ?= 1
 .PHONY: fuzz

@@ -3,14 +3,12 @@
     python tests/fuzz/campaign.py --seeds 2000 [--first 0] [--out build/fuzz] [--jobs 2]
 
 One line per failing seed (its first problem and where the shrunk scenario went; the first seed
-of each kind of failure is shrunk, within a time budget), one line per seed on which the shared
-checker reported lines proven to be its known approximations (tests/fuzz/misjudgements.py: their
-kinds and the first line; those lines alone fail no seed), then a short summary whose last lines
-read `checker misjudgements (argued): L lines on S seeds` with the count by kind, and
-`seeds run: N, failures: F, seeds/s: R`. Exit status 1 when a seed failed. A shrunk scenario runs
-with `rollout simulate FILE`; the developer adds its `expect:`
-(what SPEC says should happen) and keeps it under tests/scenarios/. Audit and restart problems
-come from this oracle only (the conformance checker sees the report, not the engine's state).
+of each kind of failure is shrunk, within a time budget), then a short summary: the count by kind,
+and a last line `seeds run: N, failures: F, seeds/s: R`. Any line of the shared checker fails its
+seed. Exit status 1 when a seed failed. A shrunk scenario runs with `rollout simulate FILE`; the
+developer adds its `expect:` (what SPEC says should happen) and keeps it under tests/scenarios/.
+Audit and restart problems come from this oracle only (the conformance checker sees the report, not
+the engine's state).
 """
 
 from __future__ import annotations
@@ -28,8 +26,7 @@ import yaml
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
-from misjudgements import describe  # noqa: E402
-from oracle import Examination, examine, problems, signature  # noqa: E402
+from oracle import problems, signature  # noqa: E402
 from scenario_gen import generate, twin_point  # noqa: E402
 from shrink import Shrinker  # noqa: E402
 
@@ -70,12 +67,12 @@ def as_yaml(doc: dict[str, Any]) -> str:
     return yaml.dump(doc, Dumper=_PlainDumper, sort_keys=False, width=120)
 
 
-def examined(seed: int) -> tuple[int, Examination]:
-    return seed, examine(generate(seed), twin_at=twin_point(seed))
+def examined(seed: int) -> tuple[int, list[str]]:
+    return seed, problems(generate(seed), twin_at=twin_point(seed))
 
 
-def examinations(seeds: range, *, jobs: int) -> Iterator[tuple[int, Examination]]:
-    """Every seed's examination, in seed order; `jobs` worker processes share them out."""
+def examinations(seeds: range, *, jobs: int) -> Iterator[tuple[int, list[str]]]:
+    """Every seed's problems, in seed order; `jobs` worker processes share them out."""
     if jobs <= 1:
         yield from map(examined, seeds)
         return
@@ -95,17 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     kinds: Counter[str] = Counter()
     shrinking = 0.0
-    argued: Counter[str] = Counter()
-    argued_seeds = 0
-    for seed, exam in examinations(range(args.first, args.first + args.seeds), jobs=args.jobs):
-        found = exam.problems
-        if exam.argued:
-            argued_seeds += 1
-            by_kind = Counter(describe(kinds) for kinds, _ in exam.argued)
-            argued.update(by_kind)
-            listed = ", ".join(f"{n} x {k}" for k, n in by_kind.items())
-            first_line = exam.argued[0][1][:160]
-            print(f"seed {seed}: checker misjudgements (argued): {listed}; first: {first_line}", flush=True)
+    for seed, found in examinations(range(args.first, args.first + args.seeds), jobs=args.jobs):
         if not found:
             continue
         kind = signature(found[0])
@@ -124,9 +111,6 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.monotonic() - began
     checking = max(elapsed - shrinking, 1e-9)
     for kind, count in kinds.most_common():
-        print(f"  {count} x {kind}")
-    print(f"checker misjudgements (argued): {sum(argued.values())} lines on {argued_seeds} seeds")
-    for kind, count in argued.most_common():
         print(f"  {count} x {kind}")
     print(f"{elapsed:.1f} s in all, {shrinking:.1f} s of it shrinking, {args.jobs} worker process(es)")
     print(f"seeds run: {args.seeds}, failures: {sum(kinds.values())}, seeds/s: {args.seeds / checking:.1f}")

@@ -6,13 +6,11 @@
    (`engine.snapshot`, what the planner does after a restart); from there on the twin decides the
    same events at the same instants and must produce the same commands, and in the end the same
    snapshot.
-4. The shared conformance checker's invariants hold on the report (its `Case`, imported from its
-   file, read-only), except for lines proven to be one of its known approximations
-   (misjudgements.py): those are argued, reported beside the problems, and fail nothing.
+4. The shared conformance checker's invariants hold on the report: its `Case`, imported from its
+   file (read-only); every line it reports is a failure.
 
-`examine(doc)` returns the failures as short strings and the argued checker lines; `problems(doc)`
-only the failures, the first one's `signature` naming the kind of failure, which the shrinker keeps
-while it cuts the scenario down.
+`problems(doc)` returns the failures as short strings, the first one's `signature` naming the kind
+of failure, which the shrinker keeps while it cuts the scenario down.
 """
 
 from __future__ import annotations
@@ -20,13 +18,11 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import shared_checker
-from misjudgements import Misjudgement, argue
 
 from rollout_common.commands import Command, WaitChanged
 from rollout_common.events import Event, EventBatch
@@ -117,36 +113,23 @@ def _first_difference(live: list[Command], twin: list[Command]) -> str:
     return f"{len(live)} vs {len(twin)} commands"
 
 
-@dataclass
-class Examination:
-    """What running a scenario showed: problems (each fails it) and checker lines argued away."""
-
-    problems: list[str] = field(default_factory=list)
-    argued: list[tuple[tuple[Misjudgement, ...], str]] = field(default_factory=list)
-
-
-def examine(doc: dict[str, Any], *, twin_at: int) -> Examination:
-    """Everything wrong with running `doc` (no problems when all four points hold), and the checker's
-    lines that misjudgements.py proves to be its approximations."""
+def problems(doc: dict[str, Any], *, twin_at: int) -> list[str]:
+    """Everything wrong with running `doc`; an empty list when all four points hold."""
     scenario = Scenario.model_validate(doc)
     sim = CheckedSimulator(scenario, twin_at=twin_at)
     try:
         report = sim.run()
         sim.check_twin()
     except OracleError as exc:
-        return Examination([str(exc)])
+        return [str(exc)]
     except Exception as exc:  # the first point: whatever the engine raises is a finding
-        return Examination([f"exception: {type(exc).__name__}: {exc}"])
+        return [f"exception: {type(exc).__name__}: {exc}"]
     try:
-        verdict = argue(load_checker(), Path(f"{scenario.name}.yaml"), doc, report.as_json())
+        case = load_checker().Case(Path(f"{scenario.name}.yaml"), doc, report.as_json())
+        case.run()
     except Exception as exc:  # the checker choking on a report is a finding about the report
-        return Examination([f"check: crashed: {type(exc).__name__}: {exc}"])
-    return Examination([f"check: {e}" for e in verdict.failures], verdict.argued)
-
-
-def problems(doc: dict[str, Any], *, twin_at: int) -> list[str]:
-    """Everything wrong with running `doc`; an empty list when all four points hold."""
-    return examine(doc, twin_at=twin_at).problems
+        return [f"check: crashed: {type(exc).__name__}: {exc}"]
+    return [f"check: {e}" for e in case.errors]
 
 
 def signature(problem: str) -> str:

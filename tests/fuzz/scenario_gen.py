@@ -6,8 +6,17 @@ twin) is test machinery the product does not ship. What it produces is product i
 scenario is a plain YAML document `rollout simulate` runs, so a failing seed is directly a file.
 
 Every choice comes from one `random.Random(seed)`, so a seed names its scenario for good (as long
-as this module does not change). `EVENT_KINDS` lists the script events drawn; a kind the simulator
+as this module does not change). `EVENT_KINDS` weighs the script events drawn; a kind the simulator
 does not support yet can be left out of it.
+
+Besides events drawn anywhere in the space, some kinds are shapes aimed at convergence under
+change (SEQ-2, SEQ-6a, SEQ-7, SOAK-4b, SOAK-4c, OPS-1): a cluster joining a stage late, when its run
+has likely completed, or leaving every stage; a sequence change that appends a stage, changes
+nothing, changes a soak or puts a cluster in two stages; a failed first-stage upgrade followed by
+a newer release; a cancel before later stages are reached. Two fleet shapes go with them: clusters
+that no stage selects until a stage is appended, and a first stage that starts empty. An inventory
+change that puts a cluster in two stages is no shape of its own: the shared checker counts such a
+cluster in the first of them, where SEQ-2 leaves it in neither, so it would judge a right engine.
 """
 
 from __future__ import annotations
@@ -34,25 +43,38 @@ RECURRENCES = (
 )
 SCOPES = ("NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES")
 TRACKS = ("controlPlane", "nodes")
-EVENT_KINDS = (
-    "release",
-    "duplicate_release",
-    "start_rollout",
-    "pause",
-    "resume",
-    "cancel",
-    "soak_override",
-    "soak_override_removed",
-    "retry",
-    "sequence",
-    "relabel",
-    "move_version",
-    "add_cluster",
-    "remove_cluster",
-    "change_window",
-    "change_channel",
-    "change_exclusions",
-)
+SOAKS = ("0d", "1h", "1d", "2d")
+# kind -> weight: every kind of the open space weighs 1, so the shapes (about a third of the draws)
+# leave most of the script to it
+EVENT_KINDS: dict[str, float] = {
+    "release": 1,
+    "duplicate_release": 1,
+    "start_rollout": 1,
+    "pause": 1,
+    "resume": 1,
+    "cancel": 1,
+    "soak_override": 1,
+    "soak_override_removed": 1,
+    "retry": 1,
+    "sequence": 1,
+    "relabel": 1,
+    "move_version": 1,
+    "add_cluster": 1,
+    "remove_cluster": 1,
+    "change_window": 1,
+    "change_channel": 1,
+    "change_exclusions": 1,
+    "join_late": 2,  # SEQ-6a late member, SOAK-4b: a STUCK stage evaluated again
+    "leave_all_stages": 1,  # SEQ-6: a member relabelled out of every stage
+    "sequence_append": 1.5,  # SEQ-7: a stage appended to a running sequence
+    "sequence_same": 1,  # SEQ-7: an accepted change that changes nothing
+    "sequence_soak": 1,  # SEQ-7: a changed soak reaches a soak under way
+    "sequence_two_stages": 1,  # SEQ-2: refused, a cluster of the inventory in two stages
+    "failure_then_newer_release": 1.5,  # SOAK-4c: the newer rollout takes the failed cluster over
+    "early_cancel": 1,  # OPS-1: cancelled before the later stages are reached
+}
+LATE = (3 * 3600, 6 * 3600, 26 * 3600, 52 * 3600, 3 * 86400, 5 * 86400)  # after a stage's run, often
+OUT_OF_EVERY_STAGE = "none"  # an env label no stage selects
 
 
 def version(rng: Rng, minor: int) -> str:
@@ -147,7 +169,7 @@ def strategy(rng: Rng) -> Doc:
 
 def stage(rng: Rng, index: int, clusters: list[Doc]) -> Doc:
     name = f"s{index}"
-    out: Doc = {"name": name, "soak": rng.choice(("0d", "1h", "1d", "2d"))}
+    out: Doc = {"name": name, "soak": rng.choice(SOAKS)}
     how = rng.random()
     if how < 0.5:
         out["clusterSelector"] = {"matchLabels": {"env": name}}
@@ -177,6 +199,14 @@ def offered(rng: Rng, minor: int, ctx: Doc) -> str:
     return text
 
 
+def newest(rng: Rng, minor: int, ctx: Doc) -> str:
+    """A version of `minor` newer than every version offered so far (a newer release, SOAK-4c)."""
+    patches = [int(v.split(".")[2].split("-")[0]) for v in ctx["offered"] if v.startswith(f"1.{minor}.")]
+    text = f"1.{minor}.{max(patches, default=30) + rng.randint(1, 3)}-gke.{rng.randint(1, 9) * 1000}"
+    ctx["offered"].add(text)
+    return text
+
+
 def release(rng: Rng, ctx: Doc) -> Doc:
     minors = sorted(ctx["minors"])
     chosen = sorted(rng.sample(minors, rng.randint(1, len(minors))))
@@ -184,7 +214,10 @@ def release(rng: Rng, ctx: Doc) -> Doc:
 
 
 def script_event(rng: Rng, kind: str, ctx: Doc) -> Doc | None:
-    """One script entry of `kind`; `ctx` holds the fleet, stages and releases drawn so far."""
+    """One script entry of `kind`; `ctx` holds the fleet, stages and releases drawn so far. An entry
+    may name its own time (`at`, seconds); otherwise `moment` draws it."""
+    if kind in SHAPES:
+        return SHAPES[kind](rng, ctx)
     clusters: list[Doc] = ctx["clusters"]
     names = [c["name"] for c in clusters]
     stages: int = ctx["stages"]
@@ -247,6 +280,140 @@ def script_event(rng: Rng, kind: str, ctx: Doc) -> Doc | None:
     return {"inventory": {"upsert": changed}}
 
 
+def join_late(rng: Rng, ctx: Doc) -> Doc:
+    """A cluster (new, or one of the fleet relabelled) joins a stage, mostly the first, late enough
+    that the stage's run has often completed; on a minor the first release targets, so it has an
+    upgrade to get (SEQ-6a: a late member; SOAK-4b: a STUCK stage is evaluated again)."""
+    stages: int = ctx["stages"]
+    index = 0 if rng.random() < 0.6 else rng.randrange(stages)
+    env = f"s{index}"
+    outside = [c for c in ctx["clusters"] if c["labels"]["env"] != env]
+    if outside and rng.random() < 0.5:
+        victim = rng.choice(outside)
+        joining = {**victim, "labels": {**victim["labels"], "env": env}}
+    else:
+        targeted = sorted(int(m.split(".")[1]) for m in ctx["releases"][0]["targets"])
+        joining = cluster(rng, f"new-{ctx['added']:03d}", stages)
+        ctx["added"] += 1
+        ctx["clusters"].append(joining)
+        joining["labels"]["env"] = env
+        joining["version"] = version(rng, rng.choice(targeted))
+        joining.pop("nodeVersion", None)
+    if "group" in joining:
+        joining["group"] = f"g{index}"
+    return {"at": _before_the_end(rng.choice(LATE), ctx), "inventory": {"upsert": joining}}
+
+
+def leave_all_stages(rng: Rng, ctx: Doc) -> Doc | None:
+    """A member relabelled out of every stage (SEQ-6), at any moment."""
+    if not ctx["clusters"]:
+        return None
+    victim = rng.choice(ctx["clusters"])
+    leaving = {k: v for k, v in victim.items() if k != "group"}
+    leaving["labels"] = {**victim["labels"], "env": OUT_OF_EVERY_STAGE}
+    return {"inventory": {"upsert": leaving}}
+
+
+def sequence_append(rng: Rng, ctx: Doc) -> Doc:
+    """The sequence in force at the start with one stage more at its end (SEQ-7); it selects the
+    clusters no stage did (the fleet's spare ones), if any."""
+    changed = copy.deepcopy(ctx["sequence"])
+    changed["stages"].append(stage(rng, len(changed["stages"]), ctx["clusters"]))
+    return {"sequence": changed}
+
+
+def sequence_same(rng: Rng, ctx: Doc) -> Doc:
+    """The sequence in force at the start, again: a change that changes nothing (SEQ-7)."""
+    return {"sequence": copy.deepcopy(ctx["sequence"])}
+
+
+def sequence_soak(rng: Rng, ctx: Doc) -> Doc:
+    """The start's sequence with one stage's soak changed, often while it soaks (SEQ-7, OPS-2)."""
+    changed = copy.deepcopy(ctx["sequence"])
+    chosen = rng.choice(changed["stages"])
+    chosen["soak"] = rng.choice([s for s in (*SOAKS, "3d") if s != chosen["soak"]])
+    return {"at": rng.choice((1200, 3600, 7200, 26 * 3600)), "sequence": changed}
+
+
+def sequence_two_stages(rng: Rng, ctx: Doc) -> Doc:
+    """The start's sequence with one stage also selecting another stage's label (or, with one stage,
+    a stage appended that names the first one's clusters): SEQ-2 refuses it with that reason."""
+    changed = copy.deepcopy(ctx["sequence"])
+    stages = changed["stages"]
+    if len(stages) == 1:
+        names = [c["name"] for c in ctx["clusters"] if c["labels"]["env"] == "s0"]
+        stages.append({"name": "s1", "clusterNames": names[: rng.randint(1, 3)] or ["c-000"]})
+        return {"sequence": changed}
+    one, other = rng.sample(range(len(stages)), 2)
+    for key in ("clusterSelector", "clusterNames", "clusterGroup"):
+        stages[one].pop(key, None)
+    both = [f"s{one}", f"s{other}"]
+    stages[one]["clusterSelector"] = {"matchExpressions": [{"key": "env", "operator": "In", "values": both}]}
+    return {"sequence": changed}
+
+
+def failure_then_newer_release(rng: Rng, ctx: Doc) -> Doc:
+    """A first-stage cluster's upgrade fails, then a release newer on every minor arrives (SOAK-4c:
+    the newer rollout takes the failed cluster over, and a run that still upgrades clusters of its
+    own goes on to soak)."""
+    first = [c for c in ctx["clusters"] if c["labels"]["env"] == "s0"]
+    targeted = [c for c in first if _minor_key(c["version"]) in ctx["releases"][0]["targets"]]
+    if targeted or first:
+        ctx["failures"].append({"cluster": rng.choice(targeted or first)["name"], "track": rng.choice(TRACKS)})
+    targets = {}
+    for m in sorted(ctx["minors"]):
+        key = f"1.{m}"
+        earlier = [int(r["targets"][key].split(".")[1]) for r in ctx["releases"] if key in r["targets"]]
+        targets[key] = newest(rng, max([m + int(rng.random() < 0.3), *earlier]), ctx)
+    spec = {"channel": "regular", "targets": targets}
+    ctx["releases"].append(spec)
+    return {"at": rng.choice((600, 1800, 3600, 7200, 4 * 3600, 86400)), "releaseTarget": spec}
+
+
+def early_cancel(rng: Rng, ctx: Doc) -> Doc:
+    """A cancel while the first stage still runs: later stages were never reached (OPS-1)."""
+    return {"at": rng.choice((60, 300, 900, 1800, 3600)), "command": {"cancel": {}}}
+
+
+SHAPES: dict[str, Callable[[Rng, Doc], Doc | None]] = {
+    "join_late": join_late,
+    "leave_all_stages": leave_all_stages,
+    "sequence_append": sequence_append,
+    "sequence_same": sequence_same,
+    "sequence_soak": sequence_soak,
+    "sequence_two_stages": sequence_two_stages,
+    "failure_then_newer_release": failure_then_newer_release,
+    "early_cancel": early_cancel,
+}
+
+
+def _minor_key(text: str) -> str:
+    return ".".join(text.split(".")[:2])
+
+
+def _before_the_end(at: int, ctx: Doc) -> int:
+    return min(at, ctx["until"] - 3600)
+
+
+def spare_and_empty(rng: Rng, clusters: list[Doc], stages: int) -> None:
+    """Fleet shapes: some clusters that no stage selects (until a stage is appended for them, SEQ-7),
+    and now and then a first stage that starts empty (SOAK-4b: STUCK until a cluster joins; OPS-1:
+    a STUCK rollout can be cancelled)."""
+    if rng.random() < 0.3:
+        for c in rng.sample(clusters, rng.randint(1, max(1, len(clusters) // 5))):
+            _move(c, stages)
+    if rng.random() < 0.08:
+        for c in clusters:
+            if c["labels"]["env"] == "s0":
+                _move(c, rng.randint(1, stages))
+
+
+def _move(c: Doc, index: int) -> None:
+    c["labels"]["env"] = f"s{index}"
+    if "group" in c:
+        c["group"] = f"g{index}"
+
+
 def moment(rng: Rng, until: int) -> int:
     """When a script event happens: often while the first upgrades run, sometimes any time."""
     if rng.random() < 0.5:
@@ -259,21 +426,25 @@ def twin_point(seed: int) -> int:
     return random.Random(f"twin-{seed}").randint(1, 24)
 
 
-def generate(seed: int, *, kinds: tuple[str, ...] = EVENT_KINDS) -> Doc:
+def generate(seed: int, *, kinds: dict[str, float] = EVENT_KINDS) -> Doc:
     """The scenario document of `seed`."""
     rng = random.Random(seed)
     stages = rng.randint(1, 5)
     size = rng.randint(5, 40) if rng.random() < 0.8 else rng.randint(41, 200)
     clusters = [cluster(rng, f"c-{i:03d}", stages) for i in range(size)]
+    spare_and_empty(rng, clusters, stages)
     minors = {int(c["version"].split(".")[1]) for c in clusters}
     until = rng.choice((2, 5, 10, 20)) * 86400
+    first = sequence(rng, stages, clusters)
     ctx: Doc = {"clusters": list(clusters), "stages": stages, "minors": minors, "releases": [], "added": 0}
-    ctx["offered"] = set()
+    ctx.update(offered=set(), sequence=first, until=until, failures=[])
     events: list[Doc] = [{"at": 0, "releaseTarget": _first_release(rng, ctx)}]
+    names, weights = list(kinds), list(kinds.values())
     for _ in range(rng.randint(0, 8)):
-        entry = script_event(rng, rng.choice(kinds), ctx)
+        entry = script_event(rng, rng.choices(names, weights)[0], ctx)
         if entry is not None:
-            events.append({"at": moment(rng, until), **entry})
+            at = entry.pop("at") if "at" in entry else moment(rng, until)
+            events.append({"at": at, **entry})
     releases_at = {e["at"] for e in events if "releaseTarget" in e or "startRollout" in e}
     for entry in events:
         # A command at the very instant of a release: whether it applies to that release's rollout
@@ -284,15 +455,16 @@ def generate(seed: int, *, kinds: tuple[str, ...] = EVENT_KINDS) -> Doc:
     for entry in events:
         entry["at"] = duration(entry["at"])
     names = [c["name"] for c in clusters]
+    failures = [{"cluster": n, "track": rng.choice(TRACKS)} for n in rng.choices(names, k=rng.randint(0, 3))]
     return {
         "name": f"fuzz-{seed}",
         "clusters": clusters,
-        "sequence": sequence(rng, stages, clusters),
+        "sequence": first,
         "simulation": {
             "upgradeDuration": {"controlPlane": rng.choice(("5m", "10m", "1h")), "nodes": rng.choice(("10m", "30m"))},
             "readyAfter": rng.choice(("0s", "1m", "10m")),
             "notReady": [_spell(rng, n) for n in rng.sample(names, rng.randint(0, min(4, len(names))))],
-            "failures": [{"cluster": n, "track": rng.choice(TRACKS)} for n in rng.choices(names, k=rng.randint(0, 3))],
+            "failures": failures + ctx["failures"],
         },
         "events": events,
         "until": duration(until),
