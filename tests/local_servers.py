@@ -12,9 +12,9 @@ from typing import TypeVar
 
 import pytest
 
-from rollout_devenv import DevenvError, KafkaBroker, RedisServer
+from rollout_devenv import DevenvError, KafkaBroker, KafkaCluster, RedisSentinelGroup, RedisServer
 
-Server = TypeVar("Server", KafkaBroker, RedisServer)
+Server = TypeVar("Server", KafkaBroker, RedisServer, KafkaCluster, RedisSentinelGroup)
 
 
 def started(server: Server, *, what: str) -> Server:
