@@ -49,6 +49,7 @@ def kafka_bus(
         client_id=client_id,
         security=kafka_security_options(settings.kafka_security),
         replication_factor=settings.kafka_replication_factor,
+        min_insync_replicas=settings.kafka_min_insync_replicas,
         consumer_options=consumer_options,
     )
 

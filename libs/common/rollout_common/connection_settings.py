@@ -2,7 +2,8 @@
 
 Environment variables carry the `ROLLOUT_` prefix and `__` between nested names:
 
-- `ROLLOUT_KAFKA_BOOTSTRAP`, `ROLLOUT_KAFKA_REPLICATION_FACTOR`, `ROLLOUT_CREATE_TOPICS`,
+- `ROLLOUT_KAFKA_BOOTSTRAP`, `ROLLOUT_KAFKA_REPLICATION_FACTOR`, `ROLLOUT_KAFKA_MIN_INSYNC_REPLICAS`,
+  `ROLLOUT_CREATE_TOPICS`,
   `ROLLOUT_TOPIC_PREFIX`, `ROLLOUT_LOG_LEVEL`;
 - `ROLLOUT_KAFKA_SECURITY__SECURITY_PROTOCOL` (PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL),
   `ROLLOUT_KAFKA_SECURITY__SASL_MECHANISM` (PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512),
@@ -93,7 +94,15 @@ class ServiceSettings(BaseSettings):
 
     kafka_bootstrap: str = "localhost:9092"
     kafka_security: KafkaSecurity = Field(default_factory=KafkaSecurity)
-    kafka_replication_factor: int = Field(default=1, ge=1, description="of the topics this service creates")
+    kafka_replication_factor: int = Field(
+        default=1, ge=1, description="of the topics this service creates (3 on a cluster of three or more brokers)"
+    )
+    kafka_min_insync_replicas: int = Field(
+        default=1,
+        ge=1,
+        description="min.insync.replicas of the topics this service creates (2 with replication factor 3): "
+        "an acks=all write is refused, not kept on fewer replicas",
+    )
     create_topics: bool = Field(default=True, description="create missing topics at start (idempotent)")
     topic_prefix: str = Field(
         default="",
@@ -105,6 +114,12 @@ class ServiceSettings(BaseSettings):
         """A consumer group id under the topic prefix, so two deployments sharing a broker never share a
         group. A name that already starts with the prefix is kept as it is."""
         return name if name.startswith(self.topic_prefix) else self.topic_prefix + name
+
+    @model_validator(mode="after")
+    def _replicas_consistent(self) -> ServiceSettings:
+        if self.kafka_min_insync_replicas > self.kafka_replication_factor:
+            raise ValueError("kafka_min_insync_replicas may not exceed kafka_replication_factor")
+        return self
 
     @classmethod
     def settings_customise_sources(
