@@ -237,13 +237,14 @@ class KafkaBus:
             configs = await admin.describe_configs(
                 [ConfigResource(ConfigResourceType.TOPIC, name, {"min.insync.replicas": None}) for name in names]
             )
-        replicas = {t["topic"]: min((len(p["replicas"]) for p in t["partitions"]), default=0) for t in described}
+        # A topic created a moment ago may not be in this broker's metadata yet: not judged.
+        replicas = {t["topic"]: min(len(p["replicas"]) for p in t["partitions"]) for t in described if t["partitions"]}
         min_isr = _min_isr_by_topic(configs)
         short = []
         for name in names:
             problems = []
-            if replicas.get(name, 0) < self._replication_factor:
-                problems.append(f"{replicas.get(name, 0)} replicas")
+            if replicas.get(name, self._replication_factor) < self._replication_factor:
+                problems.append(f"{replicas[name]} replicas")
             if min_isr.get(name, 1) < self._min_insync_replicas:
                 problems.append(f"min.insync.replicas {min_isr.get(name, 1)}")
             if problems:
