@@ -41,6 +41,8 @@ from rollout_common.topics.catalog import (
     UPGRADE_RESULTS,
     TopicDef,
 )
+from rollout_devenv import KafkaCluster, RedisSentinelGroup
+from rollout_devenv._cluster_probe import describe_partitions
 
 OLD = "1.30.5-gke.1000"
 NEW = "1.31.13-gke.1023000"
@@ -481,3 +483,39 @@ async def whole_rollout(infra: Infra, workdir: Path, faults: Faults) -> Outcome:
             with contextlib.suppress(BaseException):
                 await task
         processes.kill_all()
+
+
+# -- the infrastructures and the verdict the failover tests share ---------------------------------
+
+CLUSTER_ENV = {"ROLLOUT_KAFKA_REPLICATION_FACTOR": "3", "ROLLOUT_KAFKA_MIN_INSYNC_REPLICAS": "2"}
+
+
+def busiest_leader(cluster: KafkaCluster, prefix: str) -> int:
+    """The node leading most partitions of the stage-advance and upgrade-results topics."""
+    topics = [prefix + STAGE_ADVANCE.name, prefix + UPGRADE_RESULTS.name]
+    leaders = Counter(state.leader for state in describe_partitions(cluster.bootstrap, topics).values())
+    return leaders.most_common(1)[0][0]
+
+
+def sentinel_infra(bootstrap: str, group: RedisSentinelGroup, *, extra: dict[str, str] | None = None) -> Infra:
+    """Redis through the group's Sentinels, every write confirmed by the replica."""
+    primary = group.primary()
+    assert primary is not None
+    sentinels = [(host, int(port)) for host, port in (a.split(":") for a in group.sentinels)]
+    env = {
+        "ROLLOUT_REDIS_SENTINELS": ",".join(group.sentinels),
+        "ROLLOUT_REDIS_SENTINEL_SERVICE": group.service,
+        "ROLLOUT_REDIS_REPLICA_ACKS": "1",
+        **(extra or {}),
+    }
+    return Infra(bootstrap=bootstrap, redis_url=primary.url, env=env, sentinels=sentinels)
+
+
+def assert_exactly_once(outcome: Outcome, fired: list[str], tmp_path: Path) -> None:
+    """Complete, every cluster upgraded once per track (driver log and topics), no gate broken, lag 0."""
+    assert outcome.findings == [], f"{fired}\nlogs in {tmp_path}"
+    assert outcome.audit.succeeded_keys == EXPECTED_UPGRADES
+    assert outcome.audit.duplicates == 0
+    assert outcome.audit.gate_violations == 0
+    assert sum(outcome.driver_calls.values()) == EXPECTED_UPGRADES
+    assert outcome.lag == {}

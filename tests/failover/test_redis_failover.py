@@ -20,33 +20,11 @@ from pathlib import Path
 
 import pytest
 from chaos_processes import ChaosProcesses
-from failover_rollout import EXPECTED_UPGRADES, Infra, Outcome, Watcher, whole_rollout
+from failover_rollout import Watcher, assert_exactly_once, sentinel_infra, whole_rollout
 
 from rollout_devenv import RedisSentinelGroup
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-
-
-def sentinel_infra(bootstrap: str, group: RedisSentinelGroup, *, extra: dict[str, str] | None = None) -> Infra:
-    primary = group.primary()
-    assert primary is not None
-    sentinels = [(host, int(port)) for host, port in (a.split(":") for a in group.sentinels)]
-    env = {
-        "ROLLOUT_REDIS_SENTINELS": ",".join(group.sentinels),
-        "ROLLOUT_REDIS_SENTINEL_SERVICE": group.service,
-        "ROLLOUT_REDIS_REPLICA_ACKS": "1",
-        **(extra or {}),
-    }
-    return Infra(bootstrap=bootstrap, redis_url=primary.url, env=env, sentinels=sentinels)
-
-
-def assert_exactly_once(outcome: Outcome, fired: list[str], tmp_path: Path) -> None:
-    assert outcome.findings == [], f"{fired}\nlogs in {tmp_path}"
-    assert outcome.audit.succeeded_keys == EXPECTED_UPGRADES
-    assert outcome.audit.duplicates == 0
-    assert outcome.audit.gate_violations == 0
-    assert sum(outcome.driver_calls.values()) == EXPECTED_UPGRADES
-    assert outcome.lag == {}
 
 
 async def kill_primary_after_a_batch(group: RedisSentinelGroup, watcher: Watcher, *, lagging: bool) -> str:
