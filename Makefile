@@ -85,10 +85,12 @@ CHAOS_SEEDS ?= 50
 CHAOS_FAULTS ?= 4
 CHAOS_INPUT_FAULTS ?= 4
 CHAOS_REPORT ?= build/chaos-report.json
+# production: a three-node Kafka cluster and Redis with Sentinel, with broker, controller and Redis failover faults
+CHAOS_TOPOLOGY ?= single
 .PHONY: chaos
 chaos: venv infra-fetch  ## SIGKILLs, restarts, inventory changes and bad records during real rollouts; gate audit of every seed
 	ROLLOUT_CHAOS_SEEDS=$(CHAOS_SEEDS) ROLLOUT_CHAOS_FAULTS=$(CHAOS_FAULTS) ROLLOUT_CHAOS_INPUT_FAULTS=$(CHAOS_INPUT_FAULTS) \
-		ROLLOUT_CHAOS_REPORT=$(CHAOS_REPORT) \
+		ROLLOUT_CHAOS_REPORT=$(CHAOS_REPORT) ROLLOUT_CHAOS_TOPOLOGY=$(CHAOS_TOPOLOGY) \
 		$(BIN)/pytest -q tests/chaos; status=$$?; \
 		$(PY) tests/chaos/render_report.py $(CHAOS_REPORT) docs/reliability.md; exit $$status
 
