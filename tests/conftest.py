@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 import pytest
 from local_servers import started
 
-from rollout_devenv import DevenvError, KafkaBroker, RedisServer
+from rollout_devenv import DevenvError, KafkaBroker, KafkaCluster, RedisSentinelGroup, RedisServer
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +186,42 @@ def redis_server(_redis_service: _Service) -> Iterator[RedisServer]:
     server: RedisServer = _local_or_fail(_redis_service, name="Redis", env_var="REDIS_URL")
     yield server
     server.start()
+
+
+@pytest.fixture(scope="session")
+def _kafka_cluster() -> Iterator[KafkaCluster]:
+    cluster = started(KafkaCluster(), what="the three-node Kafka cluster")
+    try:
+        yield cluster
+    finally:
+        cluster.stop(remove_data=True)
+
+
+@pytest.fixture
+def kafka_cluster(_kafka_cluster: KafkaCluster) -> Iterator[KafkaCluster]:
+    """A local three-node KRaft cluster (replication 3, min in-sync 2 for its internal topics),
+    started once per session when a test first asks for it; a test may kill, pause and restart its
+    nodes, and gets every node running again after it. Always local: the test needs its processes."""
+    yield _kafka_cluster
+    _kafka_cluster.recover()
+
+
+@pytest.fixture(scope="session")
+def _redis_sentinel() -> Iterator[RedisSentinelGroup]:
+    group = started(RedisSentinelGroup(), what="Redis with a replica and three Sentinels")
+    try:
+        yield group
+    finally:
+        group.stop(remove_data=True)
+
+
+@pytest.fixture
+def redis_sentinel(_redis_sentinel: RedisSentinelGroup) -> Iterator[RedisSentinelGroup]:
+    """A local Redis primary, its replica and three Sentinels (service `rollout`), started once per
+    session when a test first asks; a test may kill the primary or pause the replica, and gets
+    every server back (killed ones as replicas of the primary then) and in sync after it."""
+    yield _redis_sentinel
+    _redis_sentinel.recover()
 
 
 def _slug(text: str, *, limit: int = 40) -> str:

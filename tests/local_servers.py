@@ -12,9 +12,9 @@ from typing import TypeVar
 
 import pytest
 
-from rollout_devenv import DevenvError, KafkaBroker, PrometheusServer, RedisServer
+from rollout_devenv import DevenvError, KafkaBroker, KafkaCluster, PrometheusServer, RedisSentinelGroup, RedisServer
 
-Server = TypeVar("Server", KafkaBroker, RedisServer, PrometheusServer)
+Server = TypeVar("Server", KafkaBroker, RedisServer, PrometheusServer, KafkaCluster, RedisSentinelGroup)
 
 
 def started(server: Server, *, what: str) -> Server:

@@ -1,5 +1,6 @@
-"""`python -m rollout_devenv`: fetch Kafka's jars or build kube-apiserver, or run Kafka, Redis,
-Prometheus or Kubernetes API servers until Ctrl-C."""
+"""`python -m rollout_devenv`: fetch Kafka's jars or build kube-apiserver, or run Kafka (one broker
+or a three-node cluster), Redis (alone or with a replica and Sentinels), Prometheus or Kubernetes
+API servers until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from typing import Protocol
 
 from rollout_devenv._proc import DevenvError
 from rollout_devenv.kafka import KafkaBroker, fetch_kafka_jars
+from rollout_devenv.kafka_cluster import KafkaCluster
 from rollout_devenv.kube import KubeStack, build_kube_apiserver, start_background_build
 from rollout_devenv.prometheus import DEFAULT_SCRAPE_INTERVAL_S, PrometheusServer
 from rollout_devenv.redis import RedisServer
+from rollout_devenv.redis_sentinel import RedisSentinelGroup
 
 _PORT_FILE = "rollout-port"
 
@@ -47,6 +50,19 @@ def _parser() -> argparse.ArgumentParser:
         "--data-dir",
         type=Path,
         help="keep the broker's data (and its port) here across runs; default: a temp dir, deleted on stop",
+    )
+    cluster = services.add_parser("kafka-cluster", help="three-node Apache Kafka cluster (KRaft, quorum of three)")
+    cluster_actions = cluster.add_subparsers(dest="action", required=True)
+    cluster_run = cluster_actions.add_parser(
+        "run", help="start three nodes, print KAFKA_BOOTSTRAP=... (all three), stop on Ctrl-C"
+    )
+    cluster_run.add_argument(
+        "--data-dir", type=Path, help="keep the nodes' data (and ports) here across runs; default: a temp dir"
+    )
+    sentinel = services.add_parser("redis-sentinel", help="Redis primary, one replica and three Sentinels")
+    sentinel_actions = sentinel.add_subparsers(dest="action", required=True)
+    sentinel_actions.add_parser(
+        "run", help="start them, print ROLLOUT_REDIS_SENTINELS=... and the service name, stop on Ctrl-C"
     )
     redis = services.add_parser("redis", help="Debian's redis-server")
     redis_actions = redis.add_subparsers(dest="action", required=True)
@@ -186,6 +202,26 @@ def _prometheus_run(args: argparse.Namespace) -> int:
     return _serve(server, announce=announce, kept=args.data_dir is not None)
 
 
+def _cluster_run(data_dir: Path | None) -> int:
+    cluster = KafkaCluster(data_dir=data_dir)
+
+    def announce() -> str:
+        print(f"three Kafka nodes ready in {cluster.last_start_s or 0:.1f} s", file=sys.stderr)
+        return f"KAFKA_BOOTSTRAP={cluster.bootstrap}"
+
+    return _serve(cluster, announce=announce, kept=data_dir is not None)
+
+
+def _sentinel_run() -> int:
+    group = RedisSentinelGroup()
+
+    def announce() -> str:
+        sentinels = ",".join(group.sentinels)
+        return f"ROLLOUT_REDIS_SENTINELS={sentinels}\nROLLOUT_REDIS_SENTINEL_SERVICE={group.service}"
+
+    return _serve(group, announce=announce, kept=False)
+
+
 def _kube_run(count: int) -> int:
     stack = KubeStack(count=count)
 
@@ -203,6 +239,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.service == "kafka":
         return _kafka_run(args.data_dir)
+    if args.service == "kafka-cluster":
+        return _cluster_run(args.data_dir)
+    if args.service == "redis-sentinel":
+        return _sentinel_run()
     if args.service == "kube" and args.action == "build":
         print(start_background_build() if args.background else build_kube_apiserver())
         return 0

@@ -53,12 +53,14 @@ class ProbeError(Exception):
     """The broker answered, but not (yet) well enough."""
 
 
-async def _ensure_topic(bootstrap: str, security: dict[str, Any]) -> None:
+async def _ensure_topic(bootstrap: str, security: dict[str, Any], replication_factor: int) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=_REQUEST_TIMEOUT_MS, **security)
     try:
         await admin.start()
         await admin.describe_cluster()
-        response = await admin.create_topics([NewTopic(PROBE_TOPIC, num_partitions=1, replication_factor=1)])
+        response = await admin.create_topics(
+            [NewTopic(PROBE_TOPIC, num_partitions=1, replication_factor=replication_factor)]
+        )
     finally:
         await admin.close()
     # aiokafka returns per-topic error codes rather than raising them.
@@ -100,15 +102,16 @@ async def _consume_and_commit(bootstrap: str, value: bytes, security: dict[str, 
         await consumer.stop()
 
 
-async def probe(bootstrap: str, security: dict[str, Any] | None = None) -> None:
+async def probe(bootstrap: str, security: dict[str, Any] | None = None, replication_factor: int = 1) -> None:
     """Raise unless a group consumer can read and commit a message produced just now.
 
     `security`: aiokafka's SASL arguments, for a secured broker (the probe logs in as its super user).
+    `replication_factor`: of the probe topic; on a cluster, so that it survives the loss of a node.
     """
     marker = uuid.uuid4().hex.encode()
     settings = dict(security or {})
     async with asyncio.timeout(PROBE_TIMEOUT_S):
-        await _ensure_topic(bootstrap, settings)
+        await _ensure_topic(bootstrap, settings, replication_factor)
         await _produce(bootstrap, marker, settings)
         await _consume_and_commit(bootstrap, marker, settings)
 
@@ -136,10 +139,12 @@ def run_in_own_loop(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
     return value
 
 
-def broker_ready(bootstrap: str, security: dict[str, Any] | None = None) -> tuple[bool, str]:
+def broker_ready(
+    bootstrap: str, security: dict[str, Any] | None = None, *, replication_factor: int = 1
+) -> tuple[bool, str]:
     """One probe: (True, "") when ready, else (False, why not)."""
     try:
-        run_in_own_loop(lambda: probe(bootstrap, security))
+        run_in_own_loop(lambda: probe(bootstrap, security, replication_factor))
     except Exception as exc:
         return False, f"{type(exc).__name__}: {exc}"
     return True, ""

@@ -98,7 +98,7 @@ def spawn(cmd: list[str], *, log_path: Path, cwd: Path, env: dict[str, str] | No
         )
 
 
-def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+def signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
     # start_new_session made the child a group leader, so its pid is the group id.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
@@ -107,11 +107,11 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
 def stop_process(proc: subprocess.Popen[bytes], *, grace_s: float = STOP_GRACE_S) -> None:
     """SIGTERM the child's process group, wait up to `grace_s`, then SIGKILL it."""
     if proc.poll() is None:
-        _signal_group(proc, signal.SIGTERM)
+        signal_group(proc, signal.SIGTERM)
         try:
             proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
-            _signal_group(proc, signal.SIGKILL)
+            signal_group(proc, signal.SIGKILL)
             proc.wait()
 
 
@@ -125,7 +125,7 @@ def stop_processes(
     running = [proc for proc in procs if proc.poll() is None]
     for proc in running:
         if whole_group:
-            _signal_group(proc, signal.SIGTERM)
+            signal_group(proc, signal.SIGTERM)
             continue
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
@@ -133,7 +133,7 @@ def stop_processes(
         try:
             proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
-            _signal_group(proc, signal.SIGKILL)
+            signal_group(proc, signal.SIGKILL)
             proc.wait()
 
 

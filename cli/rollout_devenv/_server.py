@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Generic, NoReturn, Self, TypeVar
 
-from rollout_devenv._proc import DevenvError, free_port, log_tail, spawn, stop_process, wait_until
+from rollout_devenv._proc import DevenvError, free_port, log_tail, signal_group, spawn, stop_process, wait_until
 
 # What a server listens on: one port, or a pair such as a broker's client and controller ports.
 Ports = TypeVar("Ports")
@@ -112,12 +113,36 @@ class LocalServer(Generic[Ports]):
         """Stop the process (SIGTERM, then SIGKILL after the grace period); `remove_data` also
         deletes a data dir that this object created."""
         if self._proc is not None:
+            # A paused process would sit out the whole grace period before its SIGKILL.
+            signal_group(self._proc, signal.SIGCONT)
             stop_process(self._proc)
             self._proc = None
         # Only now: a Ctrl-C that cut the stop short leaves the exit hook to finish it.
         atexit.unregister(self.stop)
         if remove_data and self._owns_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def kill(self) -> None:
+        """SIGKILL the process (and what it started): no shutdown code runs, as when a machine dies.
+        The data dir and ports stay, so `start()` brings it back as it was on disk."""
+        if self._proc is not None:
+            signal_group(self._proc, signal.SIGKILL)
+            self._proc.wait()
+            self._proc = None
+        atexit.unregister(self.stop)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets but answers nothing until `resume()`."""
+        if self._proc is not None:
+            signal_group(self._proc, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._proc is not None:
+            signal_group(self._proc, signal.SIGCONT)
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
 
     def restart(self) -> None:
         """Stop and start again on the same data dir and ports."""

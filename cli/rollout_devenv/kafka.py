@@ -351,6 +351,8 @@ class KafkaBroker(LocalServer[BrokerPorts]):
     """
 
     subject = "the Kafka broker"
+    # A single test broker holds every partition; a member of a local cluster gets less (kafka_cluster).
+    heap: tuple[str, ...] = ("-Xms256m", "-Xmx512m")
 
     def __init__(
         self,
@@ -437,7 +439,7 @@ class KafkaBroker(LocalServer[BrokerPorts]):
             "kafka.tools.StorageTool",
             "format",
             "-t",
-            new_cluster_id(),
+            self._cluster_id(),
             "-c",
             str(self._props_path),
         ]
@@ -453,6 +455,10 @@ class KafkaBroker(LocalServer[BrokerPorts]):
                 output = output.replace(password, "***")
             raise DevenvError(f"formatting the Kafka log dir failed (exit {done.returncode})", detail=output)
 
+    def _cluster_id(self) -> str:
+        """The id a fresh log dir is formatted with: a new one for a broker of its own."""
+        return new_cluster_id()
+
     def _start_once(self) -> None:
         """Start the broker and return once a consumer group can join and commit on it."""
         started = time.monotonic()
@@ -462,7 +468,7 @@ class KafkaBroker(LocalServer[BrokerPorts]):
         _write_properties(self._props_path, self._properties(self._choose_ports()))
         self._format(java=java, jars=jars)
         cmd = [
-            *self._jvm(java=java, jars=jars, heap=["-Xms256m", "-Xmx512m"]),
+            *self._jvm(java=java, jars=jars, heap=list(self.heap)),
             "kafka.Kafka",
             str(self._props_path),
         ]

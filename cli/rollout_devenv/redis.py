@@ -91,6 +91,8 @@ class RedisServer(OnePortServer):
         password: str | None = None,
         user: str | None = None,
         tls: TlsFiles | None = None,
+        replica_of: int | None = None,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         if user is not None and password is None:
             raise DevenvError("a Redis ACL user needs a password")
@@ -104,6 +106,9 @@ class RedisServer(OnePortServer):
         )
         self.aof = aof
         self._ports = port
+        # The loopback port of the primary this server replicates at start (Sentinel may change it).
+        self.replica_of = replica_of
+        self.extra_args = extra_args
 
     def __repr__(self) -> str:
         auth = f", user={self.user!r}" if self.user else ", password=***" if self.password else ""
@@ -145,6 +150,7 @@ class RedisServer(OnePortServer):
 
     def _command(self, binary: Path) -> list[str]:
         persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.aof else ["--appendonly", "no"]
+        replication = [] if self.replica_of is None else ["--replicaof", LOOPBACK, str(self.replica_of)]
         return [
             str(binary),
             *self._auth_config(),
@@ -156,6 +162,8 @@ class RedisServer(OnePortServer):
             "--save",
             "",
             *persistence,
+            *replication,
+            *self.extra_args,
             "--daemonize",
             "no",
             # An empty logfile means stdout, which `spawn` sends to log_path.

@@ -21,6 +21,17 @@ GATE-1 or GATE-3 was closed (membership and partitions as the planner's SEQ-6 no
 the membership the planner ends on is the one sent, every bad record dead-lettered, and the
 planner's and the executors' consumer groups end with lag 0.
 
+With `ROLLOUT_CHAOS_TOPOLOGY=production` the run stands on a three-node KRaft cluster (topics at
+three replicas, two in sync) and on Redis with a replica and three Sentinels (the services through
+the Sentinels, every write confirmed by the replica), and `broker` and `redis` give way to:
+
+- `broker_loss`: SIGKILL of the node leading most stage-advance and upgrade-results partitions,
+  started again after the down time;
+- `controller_loss`: SIGKILL of the active KRaft controller, once another is elected, started
+  again after the down time;
+- `redis_failover`: SIGKILL of the Redis primary; once Sentinel has promoted the replica, the old
+  primary comes back as its replica.
+
 `ROLLOUT_CHAOS_SEEDS` (default 10) seeds, `ROLLOUT_CHAOS_FAULTS` (default 2) process or server
 faults per seed (seed s always includes kind s mod 6, so ten seeds cover every kind) and
 `ROLLOUT_CHAOS_INPUT_FAULTS` (default 2) input faults per seed (seed s includes kind s mod 4).
@@ -68,7 +79,8 @@ from rollout_common.topics.catalog import (
     UPGRADE_RESULTS,
     TopicDef,
 )
-from rollout_devenv import KafkaBroker, RedisServer
+from rollout_devenv import KafkaBroker, KafkaCluster, RedisSentinelGroup, RedisServer
+from rollout_devenv._cluster_probe import describe_partitions
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -116,7 +128,11 @@ UPGRADE_S = 0.25  # simulated duration of each track's upgrade
 LEASE_S = 10
 PLANNER_LEASE_S = 3
 EXECUTORS = 3
-KINDS = ("planner", "executor", "monitor", "reporter", "broker", "redis")
+TOPOLOGY = os.environ.get("ROLLOUT_CHAOS_TOPOLOGY", "single")
+if TOPOLOGY not in ("single", "production"):
+    raise ValueError(f"ROLLOUT_CHAOS_TOPOLOGY must be single or production, not {TOPOLOGY!r}")
+SERVER_KINDS = ("broker", "redis") if TOPOLOGY == "single" else ("broker_loss", "controller_loss", "redis_failover")
+KINDS = ("planner", "executor", "monitor", "reporter", *SERVER_KINDS)
 COMPLETE_TIMEOUT_S = 180.0
 # A rollout that has made no progress (no progress event, no upgrade result) this long, with no
 # fault under way, has stalled: a gate waits for something that will not come.
@@ -217,6 +233,7 @@ def _process_faults(seed: int, count: int) -> list[Fault]:
         target = {"executor": f"executor-{rng.randrange(EXECUTORS)}", "broker": "kafka", "redis": "redis"}.get(
             kind, kind
         )
+        # Kafka nodes and Redis servers are picked when the fault fires (the leader, the primary then).
         faults.append(
             Fault(kind=kind, at_fraction=round(fraction, 3), down_s=round(rng.uniform(0.0, 2.0), 2), target=target)
         )
@@ -226,17 +243,60 @@ def _process_faults(seed: int, count: int) -> list[Fault]:
 # -- infrastructure of the module: its own broker and Redis, restartable ---------------------------
 
 
-@pytest.fixture(scope="module")
-def chaos_broker() -> Iterator[KafkaBroker]:
-    # a chaos run without its broker must fail, never skip
-    with running(KafkaBroker(), what="the chaos test's Kafka broker") as broker:
-        yield broker
+@dataclass
+class ChaosInfra:
+    """The module's own Kafka and Redis: one broker and one server, or the production topology."""
+
+    broker: KafkaBroker | KafkaCluster
+    redis: RedisServer | RedisSentinelGroup
+    env: dict[str, str]
+
+    @property
+    def bootstrap(self) -> str:
+        return self.broker.bootstrap
+
+    @property
+    def redis_url(self) -> str:
+        """The primary's address now (a replica's, or nothing, in the middle of a failover)."""
+        if isinstance(self.redis, RedisSentinelGroup):
+            primary = self.redis.primary()
+            return (primary or self.redis.servers[0]).url
+        return self.redis.url
+
+    def recover(self) -> None:
+        """Everything running again: a fault cut short must not leave a server down for the next seed."""
+        if isinstance(self.broker, KafkaCluster):
+            self.broker.recover()
+        else:
+            self.broker.start()
+        if isinstance(self.redis, RedisSentinelGroup):
+            self.redis.recover()
+        else:
+            self.redis.start()
 
 
 @pytest.fixture(scope="module")
-def chaos_redis() -> Iterator[RedisServer]:
-    with running(RedisServer(aof=True), what="the chaos test's Redis") as server:
-        yield server
+def chaos_infra() -> Iterator[ChaosInfra]:
+    # a chaos run without its servers must fail, never skip
+    if TOPOLOGY == "single":
+        with (
+            running(KafkaBroker(), what="the chaos test's Kafka broker") as broker,
+            running(RedisServer(aof=True), what="the chaos test's Redis") as server,
+        ):
+            yield ChaosInfra(broker=broker, redis=server, env={})
+        return
+    with (
+        running(KafkaCluster(), what="the chaos test's Kafka cluster") as cluster,
+        running(RedisSentinelGroup(), what="the chaos test's Redis with Sentinel") as group,
+    ):
+        env = {
+            "ROLLOUT_KAFKA_REPLICATION_FACTOR": "3",
+            "ROLLOUT_KAFKA_MIN_INSYNC_REPLICAS": "2",
+            "ROLLOUT_REDIS_SENTINELS": ",".join(group.sentinels),
+            "ROLLOUT_REDIS_SENTINEL_SERVICE": group.service,
+            "ROLLOUT_REDIS_REPLICA_ACKS": "1",
+        }
+        yield ChaosInfra(broker=cluster, redis=group, env=env)
 
 
 @dataclass
@@ -250,6 +310,7 @@ class Report:
         document = {
             "generated_at": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "seeds": SEEDS,
+            "topology": TOPOLOGY,
             "faults_per_seed": FAULTS_PER_SEED,
             "input_faults_per_seed": INPUT_FAULTS_PER_SEED,
             "clusters": len(ALL_CLUSTERS),
@@ -280,6 +341,7 @@ class Seed:
     bootstrap: str
     redis_url: str
     workdir: Path
+    env: dict[str, str] = field(default_factory=dict)  # the topology's settings, for every process
 
     @property
     def namespace(self) -> str:
@@ -320,6 +382,7 @@ def apply_fleet(run: Seed) -> None:
         text=True,
         timeout=90,
         check=False,
+        env=os.environ | run.env,
     )
     assert done.returncode == 0, done.stderr
 
@@ -521,9 +584,7 @@ class Inputs:
         self.changes.append(picked.detail)
 
 
-async def inject(
-    fault: Fault, processes: ChaosProcesses, broker: KafkaBroker, redis: RedisServer, inputs: Inputs, serial: int
-) -> None:
+async def inject(fault: Fault, processes: ChaosProcesses, infra: ChaosInfra, inputs: Inputs, serial: int) -> None:
     started = time.time()
     fault.fired_at = started
     if fault.kind in INPUT_KINDS:
@@ -536,25 +597,48 @@ async def inject(
         processes.kill(fault.target)
         await asyncio.sleep(fault.down_s)
         processes.restart(fault.target)
-    elif fault.kind == "broker":
-        await asyncio.to_thread(broker.stop)
+    elif fault.kind == "broker" and isinstance(infra.broker, KafkaBroker):
+        await asyncio.to_thread(infra.broker.stop)
         await asyncio.sleep(fault.down_s)
-        await asyncio.to_thread(broker.start)
-    elif fault.kind == "redis":
-        await asyncio.to_thread(redis.stop)
+        await asyncio.to_thread(infra.broker.start)
+    elif fault.kind == "redis" and isinstance(infra.redis, RedisServer):
+        await asyncio.to_thread(infra.redis.stop)
         await asyncio.sleep(fault.down_s)
-        await asyncio.to_thread(redis.start)
+        await asyncio.to_thread(infra.redis.start)
+    elif fault.kind in ("broker_loss", "controller_loss") and isinstance(infra.broker, KafkaCluster):
+        await _lose_a_node(fault, infra.broker, inputs.run.prefix)
+    elif fault.kind == "redis_failover" and isinstance(infra.redis, RedisSentinelGroup):
+        old, promoted = await asyncio.to_thread(infra.redis.kill_primary)
+        await asyncio.to_thread(infra.redis.bring_back, old)
+        fault.target, fault.detail = f"redis :{old.port}", f"replica :{promoted.port} promoted"
     else:
         raise AssertionError(fault.kind)
     fault.took_s = round(time.time() - started, 2)
+
+
+async def _lose_a_node(fault: Fault, cluster: KafkaCluster, prefix: str) -> None:
+    """SIGKILL the busiest leader (broker_loss) or the active controller, then start it again."""
+    if fault.kind == "broker_loss":
+        topics = [prefix + STAGE_ADVANCE.name, prefix + UPGRADE_RESULTS.name]
+        found = await asyncio.to_thread(describe_partitions, cluster.bootstrap, topics)
+        leaders = [state.leader for state in found.values()]
+        node = max(set(leaders), key=leaders.count)
+        cluster.node(node).kill()
+    else:
+        node = await asyncio.to_thread(cluster.wait_for_controller)
+        cluster.node(node).kill()
+        elected = await asyncio.to_thread(cluster.wait_for_controller, other_than=node)
+        fault.detail = f"node {elected} elected"
+    fault.target = f"kafka node {node}"
+    await asyncio.sleep(fault.down_s)
+    await asyncio.to_thread(cluster.node(node).start)
 
 
 async def run_faults(
     faults: list[Fault],
     watcher: Watcher,
     processes: ChaosProcesses,
-    broker: KafkaBroker,
-    redis: RedisServer,
+    infra: ChaosInfra,
     inputs: Inputs,
 ) -> None:
     for serial, fault in enumerate(faults):
@@ -565,7 +649,7 @@ async def run_faults(
         fault.succeeded_when_fired = len(watcher.succeeded)
         watcher.injecting = True
         try:
-            await inject(fault, processes, broker, redis, inputs, serial)
+            await inject(fault, processes, infra, inputs, serial)
         finally:
             watcher.injecting = False
             watcher.last_change = time.monotonic()
@@ -670,14 +754,15 @@ def last_wait(processes: ChaosProcesses) -> str:
 
 @pytest.mark.parametrize("seed", range(SEEDS))
 async def test_a_rollout_survives_a_seeded_fault_schedule(
-    seed: int, tmp_path: Path, chaos_broker: KafkaBroker, chaos_redis: RedisServer, chaos_report: Report
+    seed: int, tmp_path: Path, chaos_infra: ChaosInfra, chaos_report: Report
 ) -> None:
     run = Seed(
         seed=seed,
         prefix=f"chaos-{seed}-{uuid.uuid4().hex[:6]}.",
-        bootstrap=chaos_broker.bootstrap,
-        redis_url=chaos_redis.url,
+        bootstrap=chaos_infra.bootstrap,
+        redis_url=chaos_infra.redis_url,
         workdir=tmp_path,
+        env=chaos_infra.env,
     )
     faults = schedule(seed, FAULTS_PER_SEED, INPUT_FAULTS_PER_SEED)
     processes = ChaosProcesses(
@@ -687,6 +772,7 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
             "ROLLOUT_REDIS_URL": run.redis_url,
             "ROLLOUT_TOPIC_PREFIX": run.prefix,
             "ROLLOUT_LOG_LEVEL": "INFO",
+            **run.env,
         },
     )
     summary: dict[str, Any] = {"seed": seed, "prefix": run.prefix, "passed": False, "faults": []}
@@ -703,7 +789,7 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
         await publish_release(run)
         released = time.monotonic()
         summary["setup_s"] = round(released - began, 1)
-        injector = asyncio.create_task(run_faults(faults, watcher, processes, chaos_broker, chaos_redis, inputs))
+        injector = asyncio.create_task(run_faults(faults, watcher, processes, chaos_infra, inputs))
         tasks.append(injector)
 
         exits: list[str] = []
@@ -790,8 +876,7 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
                 await task
         processes.kill_all()
         # a fault cut short by a failure must not leave the module's servers down for the next seed
-        await asyncio.to_thread(chaos_broker.start)
-        await asyncio.to_thread(chaos_redis.start)
+        await asyncio.to_thread(chaos_infra.recover)
         summary["faults"] = [asdict(f) for f in faults]
         summary["wall_s"] = round(time.monotonic() - began, 1)
         summary["findings"] = findings
@@ -800,7 +885,7 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
             # pytest keeps only the last few tmp dirs: the logs of a failed seed go next to the report
             kept = Path(REPORT_PATH).parent / "chaos-logs" / run.prefix.rstrip(".")
             shutil.copytree(tmp_path, kept, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*-data"))
-            await _keep_planner_store(chaos_redis.url, run.namespace, kept / "store")
+            await _keep_planner_store(chaos_infra.redis_url, run.namespace, kept / "store")
             summary["logs"] = str(kept)
         chaos_report.runs.append(summary)
         chaos_report.write()

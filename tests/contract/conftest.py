@@ -70,7 +70,7 @@ class MemoryHarness:
 @dataclass
 class RedisHarness:
     store: RedisStore
-    url: str
+    make: Callable[[str], RedisStore]  # a store on the same server(s) under a namespace
     namespace: str
     extra: list[RedisStore]
 
@@ -79,29 +79,45 @@ class RedisHarness:
         await asyncio.sleep(seconds)
 
     def other_namespace(self) -> Store:
-        other = RedisStore(self.url, namespace=f"{self.namespace}.other")
+        other = self.make(f"{self.namespace}.other")
         self.extra.append(other)
         return other
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.integration)])
-def redis_or_memory(request: pytest.FixtureRequest) -> str | None:
-    """None for the memory variant, else the Redis URL (looked up only for that variant)."""
+@pytest.fixture(
+    params=[
+        "memory",
+        pytest.param("redis", marks=pytest.mark.integration),
+        pytest.param("redis-sentinel", marks=pytest.mark.integration),
+    ]
+)
+def redis_or_memory(request: pytest.FixtureRequest) -> Callable[[str], RedisStore] | None:
+    """None for the memory variant, else how to make a Redis store under a namespace: on the
+    session's Redis, or through the Sentinels of a primary and replica with every write confirmed
+    by the replica (`replica_acks=1`); each looked up only for its variant."""
     if request.param == "memory":
         return None
+    if request.param == "redis-sentinel":
+        group = request.getfixturevalue("redis_sentinel")
+        sentinels = [(host, int(port)) for host, port in (a.split(":") for a in group.sentinels)]
+        return lambda namespace: RedisStore(
+            "redis://", namespace=namespace, sentinels=sentinels, sentinel_service=group.service, replica_acks=1
+        )
     url: str = request.getfixturevalue("redis_url")
-    return url
+    return lambda namespace: RedisStore(url, namespace=namespace)
 
 
 @pytest.fixture
-async def harness(redis_or_memory: str | None, topic_prefix: str) -> AsyncIterator[MemoryHarness | RedisHarness]:
+async def harness(
+    redis_or_memory: Callable[[str], RedisStore] | None, topic_prefix: str
+) -> AsyncIterator[MemoryHarness | RedisHarness]:
     if redis_or_memory is None:
         clock = FakeClock()
         yield MemoryHarness(MemoryStore(clock=clock), clock)
         return
     # A namespace per test: tests share one Redis and must not see each other's keys.
     namespace = f"contract.{topic_prefix}"
-    made = RedisHarness(RedisStore(redis_or_memory, namespace=namespace), redis_or_memory, namespace, [])
+    made = RedisHarness(redis_or_memory(namespace), redis_or_memory, namespace, [])
     yield made
     for store in [made.store, *made.extra]:
         # Leave the shared Redis as it was; a store a test closed on purpose has nothing to clean.

@@ -49,12 +49,14 @@ def kafka_bus(
         client_id=client_id,
         security=kafka_security_options(settings.kafka_security),
         replication_factor=settings.kafka_replication_factor,
+        min_insync_replicas=settings.kafka_min_insync_replicas,
         consumer_options=consumer_options,
     )
 
 
 def redis_store(settings: RedisServiceSettings) -> RedisStore:
-    """The service's store: URL, then username/password/CA fields over what the URL says."""
+    """The service's store: URL, then username/password/CA fields over what the URL says; through
+    the Sentinels when they are set, waiting for replicas' confirmations when that is set."""
     password = settings.redis_password.get_secret_value() if settings.redis_password is not None else None
     return RedisStore(
         settings.redis_url,
@@ -62,6 +64,10 @@ def redis_store(settings: RedisServiceSettings) -> RedisStore:
         username=settings.redis_username,
         password=password,
         ssl_ca_certs=str(settings.redis_ssl_ca_certs) if settings.redis_ssl_ca_certs is not None else None,
+        sentinels=settings.sentinel_addresses,
+        sentinel_service=settings.redis_sentinel_service,
+        replica_acks=settings.redis_replica_acks,
+        replica_ack_timeout_ms=settings.redis_replica_ack_timeout_ms,
     )
 
 

@@ -26,6 +26,7 @@ import aiokafka.errors as kerr  # type: ignore[import-untyped]
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType  # type: ignore[import-untyped]
 from aiokafka.conn import collect_hosts, create_conn  # type: ignore[import-untyped]
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor  # type: ignore[import-untyped]
 
@@ -160,8 +161,9 @@ def _translated(doing: str, *, topics_checked: bool = False) -> Iterator[None]:
 class KafkaBus:
     """Implements `rollout_common.ports.Bus`.
 
-    `replication_factor` applies to the topics `ensure_topics` creates (1 for a single test
-    broker; 3 on a production cluster). `security` holds the aiokafka settings named in
+    `replication_factor` and `min_insync_replicas` apply to the topics `ensure_topics` creates (1 and
+    1 for a single test broker; 3 and 2 on a production cluster); topics that exist with less are
+    named in one warning (`replication_shortfall`). `security` holds the aiokafka settings named in
     `SECURITY_KEYS`, passed to every client the bus makes (see `rollout_adapters.connections`
     for building it from settings). `consumer_options` apply to every consumer it makes.
     """
@@ -173,6 +175,7 @@ class KafkaBus:
         client_id: str,
         security: Mapping[str, Any] | None = None,
         replication_factor: int = 1,
+        min_insync_replicas: int = 1,
         consumer_options: ConsumerOptions | None = None,
         publish_timeout_s: float = PUBLISH_TIMEOUT_S,
     ) -> None:
@@ -183,6 +186,7 @@ class KafkaBus:
         self._client_id = client_id
         self._security = dict(security or {})
         self._replication_factor = replication_factor
+        self._min_insync_replicas = min_insync_replicas
         self.consumer_options = consumer_options or ConsumerOptions()
         self._publish_timeout_s = publish_timeout_s
         self._producer: Any = None
@@ -204,7 +208,7 @@ class KafkaBus:
         if not topics:
             return
         admin = await self._started_admin()
-        new_topics = [_new_topic(spec, self._replication_factor) for spec in topics]
+        new_topics = [_new_topic(spec, self._replication_factor, self._min_insync_replicas) for spec in topics]
         with _translated("create topics"):
             response = await admin.create_topics(new_topics, timeout_ms=_CREATE_TIMEOUT_MS)
         for name, code, *rest in response.topic_errors:
@@ -213,6 +217,39 @@ class KafkaBus:
             if code and error_type is not kerr.TopicAlreadyExistsError:
                 raise translate(error_type(rest[0] if rest else ""), f"create topic {name!r}")
         self._known_topics.update(spec.name for spec in topics)
+        short = await self.replication_shortfall([spec.name for spec in topics])
+        if short:
+            log.warning(
+                "kafka: topics replicated below what the settings ask (replication factor %d, "
+                "min.insync.replicas %d): %s",
+                self._replication_factor,
+                self._min_insync_replicas,
+                "; ".join(short),
+            )
+
+    async def replication_shortfall(self, names: Sequence[str]) -> list[str]:
+        """Each of `names` whose partitions have fewer replicas, or whose min.insync.replicas is
+        lower, than this bus creates topics with (a topic made earlier, by hand or with other
+        settings), as "<topic>: <what>"; empty when all are as asked."""
+        admin = await self._started_admin()
+        with _translated("describe topics"):
+            described = await admin.describe_topics(list(names))
+            configs = await admin.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, name, {"min.insync.replicas": None}) for name in names]
+            )
+        # A topic created a moment ago may not be in this broker's metadata yet: not judged.
+        replicas = {t["topic"]: min(len(p["replicas"]) for p in t["partitions"]) for t in described if t["partitions"]}
+        min_isr = _min_isr_by_topic(configs)
+        short = []
+        for name in names:
+            problems = []
+            if replicas.get(name, self._replication_factor) < self._replication_factor:
+                problems.append(f"{replicas[name]} replicas")
+            if min_isr.get(name, 1) < self._min_insync_replicas:
+                problems.append(f"min.insync.replicas {min_isr.get(name, 1)}")
+            if problems:
+                short.append(f"{name}: {', '.join(problems)}")
+        return short
 
     async def partition_counts(self, names: Sequence[str]) -> dict[str, int]:
         """The partition count of each topic of `names` that exists (absent ones are left out)."""
@@ -587,8 +624,23 @@ async def _closed_producer(producer: Any) -> None:
         await producer.client.close()
 
 
-def _new_topic(spec: TopicSpec, replication_factor: int) -> Any:
+def _min_isr_by_topic(responses: Sequence[Any]) -> dict[str, int]:
+    """min.insync.replicas per topic from DescribeConfigs responses (v0+: resources of
+    (error code, message, type, name, [(config name, value, ...)]))."""
+    found: dict[str, int] = {}
+    for response in responses:
+        for resource in response.resources:
+            name, entries = resource[3], resource[4]
+            for entry in entries:
+                if entry[0] == "min.insync.replicas" and entry[1] is not None:
+                    found[name] = int(entry[1])
+    return found
+
+
+def _new_topic(spec: TopicSpec, replication_factor: int, min_insync_replicas: int = 1) -> Any:
     configs = {"cleanup.policy": "compact" if spec.compacted else "delete"}
+    if min_insync_replicas > 1:
+        configs["min.insync.replicas"] = str(min_insync_replicas)
     if spec.retention_ms is not None:
         configs["retention.ms"] = str(spec.retention_ms)
     return NewTopic(spec.name, spec.partitions, replication_factor, topic_configs=configs)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
 import redis.exceptions as rex
+from redis.asyncio.sentinel import Sentinel
 
 from rollout_common.errors import InvalidInputError, PermanentError, TransientError
 
@@ -26,6 +28,7 @@ _TLS = "the TLS handshake failed: check the CA bundle (ROLLOUT_REDIS_SSL_CA_CERT
 # Logged in, but the ACL user may not run this command or touch this key.
 _AUTHORIZATION = "not authorized: the Redis ACL user lacks a permission this command needs"
 _SCAN_BATCH = 500
+T = TypeVar("T")
 
 # Lua scripts run atomically on the server: no other client's command runs between their steps.
 # Keys travel in KEYS (not built inside the script) so a cluster proxy can route them.
@@ -54,6 +57,11 @@ for i = 1, puts do redis.call('SET', KEYS[i + 1], ARGV[i + 2]) end
 for i = puts + 2, #KEYS do redis.call('DEL', KEYS[i]) end
 return 1
 """
+# The MULTI/EXEC of `put_many` as one script, for when a WAIT must follow on the same connection.
+_PUT_MANY = """
+for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[i]) end
+return 1
+"""
 
 
 class RedisStore:
@@ -63,6 +71,16 @@ class RedisStore:
     URL; a `rediss://` URL means TLS, checked against `ssl_ca_certs` when given.
     The client connects on first use, so building a store never fails; an unreachable server
     shows up as a TransientError on the first call.
+
+    With `sentinels` ((host, port) pairs) the store asks them for the primary of `sentinel_service`
+    and follows a failover (the URL then gives only the database number and credentials): calls
+    in flight when the primary dies raise TransientError, and the retry reaches the promoted one.
+
+    With `replica_acks` above 0 every write is followed by `WAIT replica_acks replica_ack_timeout_ms`
+    on the same connection, and counts as done only when that many replicas have it: Redis
+    replicates asynchronously, so a write only the primary had is lost when Sentinel promotes a
+    replica. A write the replicas did not confirm in time raises TransientError (it may be on the
+    primary: the caller's retry must be as safe as after a lost connection).
     """
 
     def __init__(
@@ -73,15 +91,27 @@ class RedisStore:
         username: str | None = None,
         password: str | None = None,
         ssl_ca_certs: str | None = None,
+        sentinels: Sequence[tuple[str, int]] = (),
+        sentinel_service: str = "rollout",
+        replica_acks: int = 0,
+        replica_ack_timeout_ms: int = 1000,
     ) -> None:
         self._prefix = f"{namespace}:"
         options: dict[str, Any] = {}
         if ssl_ca_certs is not None and url.startswith("rediss://"):
             options["ssl_ca_certs"] = ssl_ca_certs
-        self._redis = aioredis.Redis.from_url(url, decode_responses=False, **options)
-        # Explicit credentials win over any in the URL (from_url lets the URL win over arguments).
-        explicit = {"username": username, "password": password}
-        self._redis.connection_pool.connection_kwargs.update({k: v for k, v in explicit.items() if v is not None})
+        self._sentinel: Sentinel | None = None
+        if sentinels:
+            self._sentinel, self._redis = _through_sentinels(
+                url, sentinels, service=sentinel_service, username=username, password=password, options=options
+            )
+        else:
+            self._redis = aioredis.Redis.from_url(url, decode_responses=False, **options)
+            # Explicit credentials win over any in the URL (from_url lets the URL win over arguments).
+            explicit = {"username": username, "password": password}
+            self._redis.connection_pool.connection_kwargs.update({k: v for k, v in explicit.items() if v is not None})
+        self._replica_acks = replica_acks
+        self._replica_ack_timeout_ms = replica_ack_timeout_ms
         self._closed = False
 
     async def get(self, key: str) -> bytes | None:
@@ -96,11 +126,14 @@ class RedisStore:
             return cast("list[bytes | None]", await self._redis.mget([self._full(k) for k in keys]))
 
     async def put(self, key: str, value: bytes) -> None:
-        async with self._translated("SET"):
-            await self._redis.set(self._full(key), value)
+        await self._write("SET", lambda r: r.set(self._full(key), value))
 
     async def put_many(self, items: Mapping[str, bytes]) -> None:
         if not items:
+            return
+        if self._replica_acks:
+            keys = [self._full(k) for k in items]
+            await self._write("put many", lambda r: _eval(r, _PUT_MANY, keys, list(items.values())))
             return
         # MULTI/EXEC: other clients see all of the writes or none of them.
         async with self._translated("MULTI/EXEC"), self._redis.pipeline(transaction=True) as pipe:
@@ -111,36 +144,50 @@ class RedisStore:
     async def put_if_absent(self, key: str, value: bytes, *, ttl_s: int | None = None) -> bool:
         if ttl_s is not None and ttl_s <= 0:
             raise InvalidInputError(f"ttl_s must be a positive number of seconds, got {ttl_s}")
-        async with self._translated("SET NX"):
-            created = await self._redis.set(self._full(key), value, nx=True, ex=ttl_s)
-            return bool(created)
+        created = await self._write("SET NX", lambda r: r.set(self._full(key), value, nx=True, ex=ttl_s))
+        return bool(created)
 
     async def delete(self, key: str) -> None:
-        async with self._translated("DEL"):
-            await self._redis.delete(self._full(key))
+        await self._write("DEL", lambda r: r.delete(self._full(key)))
 
     async def delete_if_equal(self, key: str, value: bytes) -> bool:
-        async with self._translated("compare-and-delete"):
-            return bool(await self._eval(_DELETE_IF_EQUAL, [self._full(key)], [value]))
+        keys = [self._full(key)]
+        return bool(await self._write("compare-and-delete", lambda r: _eval(r, _DELETE_IF_EQUAL, keys, [value])))
 
     async def take_lease(self, key: str, *, epoch_key: str, owner: str, ttl_s: float) -> bytes | None:
         ttl_ms = _ttl_ms(ttl_s)
-        async with self._translated("take lease"):
-            token = await self._eval(_TAKE_LEASE, [self._full(key), self._full(epoch_key)], [owner, ttl_ms])
+        keys = [self._full(key), self._full(epoch_key)]
+        token = await self._write("take lease", lambda r: _eval(r, _TAKE_LEASE, keys, [owner, ttl_ms]))
         return token if isinstance(token, bytes) else None
 
     async def renew_lease(self, key: str, token: bytes, *, ttl_s: float) -> bool:
         ttl_ms = _ttl_ms(ttl_s)
-        async with self._translated("renew lease"):
-            return bool(await self._eval(_RENEW_LEASE, [self._full(key)], [token, ttl_ms]))
+        keys = [self._full(key)]
+        return bool(await self._write("renew lease", lambda r: _eval(r, _RENEW_LEASE, keys, [token, ttl_ms])))
 
     async def put_many_fenced(
         self, items: Mapping[str, bytes], *, fence_key: str, token: bytes, delete: Sequence[str] = ()
     ) -> bool:
         keys = [self._full(fence_key), *(self._full(k) for k in items), *(self._full(k) for k in delete)]
         args: list[bytes | int] = [token, len(items), *items.values()]
-        async with self._translated("fenced write"):
-            return bool(await self._eval(_PUT_MANY_FENCED, keys, args))
+        return bool(await self._write("fenced write", lambda r: _eval(r, _PUT_MANY_FENCED, keys, args)))
+
+    async def _write(self, command: str, write: Callable[[aioredis.Redis], Awaitable[T]]) -> T:
+        """Run `write`; with `replica_acks`, on one connection followed by WAIT, and raise
+        TransientError unless enough replicas confirmed it (see the class)."""
+        async with self._translated(command):
+            if not self._replica_acks:
+                return await write(self._redis)
+            # WAIT counts the writes of its own connection: both go over one pinned connection.
+            async with self._redis.client() as pinned:
+                result = await write(pinned)
+                acked = int(await pinned.wait(self._replica_acks, self._replica_ack_timeout_ms))
+        if acked < self._replica_acks:
+            raise TransientError(
+                f"redis {command}: {acked} of {self._replica_acks} replicas confirmed the write within "
+                f"{self._replica_ack_timeout_ms} ms; a failover now would lose it, so it counts as not done"
+            )
+        return result
 
     async def keys(self, prefix: str) -> list[str]:
         pattern = _glob_escape(self._full(prefix)) + "*"
@@ -156,13 +203,12 @@ class RedisStore:
         if not self._closed:
             self._closed = True
             await self._redis.aclose()
+            if self._sentinel is not None:
+                for client in self._sentinel.sentinels:
+                    await client.aclose()
 
     def _full(self, key: str) -> str:
         return self._prefix + key
-
-    async def _eval(self, script: str, keys: Sequence[str], args: Sequence[bytes | int | str]) -> object:
-        # EVAL with the source each time: no script cache to lose on a server restart (NOSCRIPT).
-        return await self._redis.eval(script, len(keys), *keys, *args)
 
     @asynccontextmanager
     async def _translated(self, command: str) -> AsyncIterator[None]:
@@ -171,6 +217,10 @@ class RedisStore:
             raise PermanentError("the store is closed")
         try:
             yield
+        except rex.ReadOnlyError as exc:
+            # A primary demoted by a failover, still reached through an old connection: the retry
+            # asks again where the primary is.
+            raise TransientError(f"redis {command}: the server is a replica now: {exc}") from exc
         except rex.AuthenticationError as exc:
             raise PermanentError(f"redis {command}: {_AUTHENTICATION}: {exc}") from exc
         except (rex.AuthorizationError, rex.NoPermissionError) as exc:
@@ -186,6 +236,32 @@ class RedisStore:
             raise TransientError(f"redis {command}: {exc}") from exc
         except rex.RedisError as exc:
             raise PermanentError(f"redis {command}: {exc}") from exc
+
+
+async def _eval(client: aioredis.Redis, script: str, keys: Sequence[str], args: Sequence[bytes | int | str]) -> object:
+    # EVAL with the source each time: no script cache to lose on a server restart (NOSCRIPT).
+    return await client.eval(script, len(keys), *keys, *args)
+
+
+def _through_sentinels(
+    url: str,
+    sentinels: Sequence[tuple[str, int]],
+    *,
+    service: str,
+    username: str | None,
+    password: str | None,
+    options: dict[str, Any],
+) -> tuple[Sentinel, aioredis.Redis]:
+    """A client of `service`'s primary, as the Sentinels name it now; the URL's database number and
+    credentials (explicit ones win) and TLS go to the data connections, not to the Sentinels."""
+    parts = urlsplit(url)
+    db = int(parts.path.strip("/") or 0)
+    credentials = {"username": username or parts.username, "password": password or parts.password}
+    data_options: dict[str, Any] = {k: v for k, v in credentials.items() if v is not None} | options
+    if parts.scheme == "rediss":
+        data_options["ssl"] = True
+    sentinel = Sentinel(list(sentinels))  # type: ignore[no-untyped-call]
+    return sentinel, sentinel.master_for(service, db=db, decode_responses=False, **data_options)
 
 
 def _ttl_ms(ttl_s: float) -> int:

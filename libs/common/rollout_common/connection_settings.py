@@ -2,15 +2,18 @@
 
 Environment variables carry the `ROLLOUT_` prefix and `__` between nested names:
 
-- `ROLLOUT_KAFKA_BOOTSTRAP`, `ROLLOUT_KAFKA_REPLICATION_FACTOR`, `ROLLOUT_CREATE_TOPICS`,
-  `ROLLOUT_TOPIC_PREFIX`, `ROLLOUT_TOPIC_PARTITIONS` (JSON, by catalog name), `ROLLOUT_LOG_LEVEL`;
+- `ROLLOUT_KAFKA_BOOTSTRAP`, `ROLLOUT_KAFKA_REPLICATION_FACTOR`, `ROLLOUT_KAFKA_MIN_INSYNC_REPLICAS`,
+  `ROLLOUT_CREATE_TOPICS`, `ROLLOUT_TOPIC_PREFIX`, `ROLLOUT_TOPIC_PARTITIONS` (JSON, by catalog name),
+  `ROLLOUT_LOG_LEVEL`;
 - `ROLLOUT_KAFKA_SECURITY__SECURITY_PROTOCOL` (PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL),
   `ROLLOUT_KAFKA_SECURITY__SASL_MECHANISM` (PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512),
   `ROLLOUT_KAFKA_SECURITY__SASL_USERNAME`, `ROLLOUT_KAFKA_SECURITY__SASL_PASSWORD`,
   `ROLLOUT_KAFKA_SECURITY__SSL_CAFILE`, `ROLLOUT_KAFKA_SECURITY__SSL_CERTFILE`,
   `ROLLOUT_KAFKA_SECURITY__SSL_KEYFILE`, `ROLLOUT_KAFKA_SECURITY__SSL_CHECK_HOSTNAME`;
 - `ROLLOUT_REDIS_URL` (`rediss://` for TLS), `ROLLOUT_REDIS_USERNAME`, `ROLLOUT_REDIS_PASSWORD`,
-  `ROLLOUT_REDIS_SSL_CA_CERTS`, `ROLLOUT_REDIS_NAMESPACE` (services that use Redis).
+  `ROLLOUT_REDIS_SSL_CA_CERTS`, `ROLLOUT_REDIS_NAMESPACE`, `ROLLOUT_REDIS_SENTINELS`,
+  `ROLLOUT_REDIS_SENTINEL_SERVICE`, `ROLLOUT_REDIS_REPLICA_ACKS`, `ROLLOUT_REDIS_REPLICA_ACK_TIMEOUT_MS`
+  (services that use Redis).
 
 Passwords are `SecretStr`: their repr and `str` show `**********`, and `loggable()` is the form of
 a settings object that may be logged (secrets and URL passwords masked). The clients are built
@@ -96,7 +99,15 @@ class ServiceSettings(BaseSettings):
 
     kafka_bootstrap: str = "localhost:9092"
     kafka_security: KafkaSecurity = Field(default_factory=KafkaSecurity)
-    kafka_replication_factor: int = Field(default=1, ge=1, description="of the topics this service creates")
+    kafka_replication_factor: int = Field(
+        default=1, ge=1, description="of the topics this service creates (3 on a cluster of three or more brokers)"
+    )
+    kafka_min_insync_replicas: int = Field(
+        default=1,
+        ge=1,
+        description="min.insync.replicas of the topics this service creates (2 with replication factor 3): "
+        "an acks=all write is refused, not kept on fewer replicas",
+    )
     create_topics: bool = Field(default=True, description="create missing topics at start (idempotent)")
     topic_prefix: str = Field(
         default="",
@@ -127,6 +138,12 @@ class ServiceSettings(BaseSettings):
         group. A name that already starts with the prefix is kept as it is."""
         return name if name.startswith(self.topic_prefix) else self.topic_prefix + name
 
+    @model_validator(mode="after")
+    def _replicas_consistent(self) -> ServiceSettings:
+        if self.kafka_min_insync_replicas > self.kafka_replication_factor:
+            raise ValueError("kafka_min_insync_replicas may not exceed kafka_replication_factor")
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -152,6 +169,39 @@ class RedisServiceSettings(ServiceSettings):
     redis_password: SecretStr | None = Field(default=None, description="secret: never logged; overrides the URL's")
     redis_ssl_ca_certs: Path | None = Field(default=None, description="CA bundle for a rediss:// server")
     redis_namespace: str = Field(default="rollout", description="prefix of every Redis key this service writes")
+    redis_sentinels: str = Field(
+        default="",
+        description="comma-separated host:port of the Sentinels; when set, the primary of redis_sentinel_service is "
+        "asked of them and followed through a failover (redis_url then gives only the database and credentials)",
+    )
+    redis_sentinel_service: str = Field(default="rollout", description="the name the Sentinels monitor the primary by")
+    redis_replica_acks: int = Field(
+        default=0,
+        ge=0,
+        description="replicas that must confirm each write (WAIT) before it counts as done; 1 with Sentinel keeps a "
+        "failover from losing a journalled batch or a lease, at one replication round trip per write, and "
+        "stops writes while no replica is in sync",
+    )
+    redis_replica_ack_timeout_ms: int = Field(
+        default=1000, ge=1, description="how long a write waits for redis_replica_acks before it counts as failed"
+    )
+
+    @property
+    def sentinel_addresses(self) -> list[tuple[str, int]]:
+        """`redis_sentinels` as (host, port) pairs."""
+        pairs = []
+        for item in filter(None, (part.strip() for part in self.redis_sentinels.split(","))):
+            host, _, port = item.rpartition(":")
+            pairs.append((host, int(port)))
+        return pairs
+
+    @model_validator(mode="after")
+    def _sentinels_readable(self) -> RedisServiceSettings:
+        for item in filter(None, (part.strip() for part in self.redis_sentinels.split(","))):
+            host, _, port = item.rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"redis_sentinels: {item!r} is not host:port")
+        return self
 
 
 def masked_url(url: str) -> str:

@@ -119,7 +119,8 @@ class HealthMonitor:
         faust_uncommitted_seek.install()
         self.app = MonitorApp(
             settings.group(settings.app_id),
-            broker=f"kafka://{settings.kafka_bootstrap}",
+            # one URL per host: faust reads "kafka://a:1,b:2" as a single host named "a:1,b:2"
+            broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap.split(",") if host.strip()],
             broker_credentials=broker_credentials(settings.kafka_security),
             store=settings.store_url,
             datadir=settings.data_dir,  # None: faust's own, `<app id>-data` in the working directory
