@@ -56,7 +56,7 @@ RELEASE_RULES: Final[list[Rule]] = [
 ROLLOUT_RULES: Final[list[Rule]] = [
     {"rule": "self.rolloutId == oldSelf.rolloutId", "message": "rolloutId is immutable"},
     {
-        "rule": "!oldSelf.cancelled || self.cancelled",
+        "rule": "!has(oldSelf.cancelled) || !oldSelf.cancelled || (has(self.cancelled) && self.cancelled)",
         "message": "a cancelled rollout stays cancelled (OPS-2)",
     },
 ]

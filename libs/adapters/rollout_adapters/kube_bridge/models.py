@@ -95,6 +95,14 @@ class TrackStatus(_Spec):
     waits: tuple[WaitStatus, ...] = ()
 
 
+class Commanded(_Spec):
+    """The operator fields of the spec the bridge last turned into commands."""
+
+    paused: bool = False
+    cancelled: bool = False
+    retry_id: str | None = Field(default=None, alias="retryId")
+
+
 class RolloutStatus(_Spec):
     """A rollout's progress as the planner publishes it, in the shape `kubectl get` prints."""
 
@@ -108,4 +116,5 @@ class RolloutStatus(_Spec):
     published_generation: int | None = Field(
         default=None, alias="publishedGeneration", ge=0, description="the spec generation whose commands are sent"
     )
+    commanded: Commanded | None = None
     conditions: tuple[Condition, ...] = ()
