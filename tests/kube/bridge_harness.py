@@ -14,6 +14,10 @@ from typing import Any, TypeVar
 
 import httpx2 as httpx
 import yaml
+from lightkube import AsyncClient
+from lightkube.models.authentication_v1 import TokenRequestSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ServiceAccountToken
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.kube_bridge.serve import Replica
@@ -124,3 +128,27 @@ def cells(document: dict[str, Any]) -> list[dict[str, Any]]:
     """Each row of a table as {column name: cell}."""
     names = [column["name"] for column in document["columnDefinitions"]]
     return [dict(zip(names, row["cells"], strict=True)) for row in document["rows"]]
+
+
+async def kubeconfig_for_account(
+    kube: AsyncClient, *, admin_kubeconfig: Path, namespace: str, name: str, folder: Path
+) -> Path:
+    """A kubeconfig with a token of an existing service account (the TokenRequest API)."""
+    meta = ObjectMeta(name=name, namespace=namespace)
+    request = ServiceAccountToken(metadata=meta, spec=TokenRequestSpec(audiences=[], expirationSeconds=3600))
+    answer = await kube.create(request, name, namespace=namespace)
+    assert answer.status is not None
+    config = yaml.safe_load(await asyncio.to_thread(admin_kubeconfig.read_text))
+    context = next(c for c in config["contexts"] if c["name"] == config["current-context"])
+    cluster = next(c for c in config["clusters"] if c["name"] == context["context"]["cluster"])
+    own = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": name, "user": {"token": answer.status.token}}],
+        "contexts": [{"name": name, "context": {"cluster": cluster["name"], "user": name}}],
+        "current-context": name,
+    }
+    path = folder / f"kubeconfig-{namespace}-{name}"
+    await asyncio.to_thread(path.write_text, yaml.safe_dump(own))
+    return path
