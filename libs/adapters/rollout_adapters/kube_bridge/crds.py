@@ -129,7 +129,6 @@ _REASON = {"name": "Reason", "type": "string", "jsonPath": ".status.conditions[?
 def sequence_crd() -> dict[str, Any]:
     columns = [
         {"name": "Channel", "type": "string", "jsonPath": ".spec.channel"},
-        {"name": "Stages", "type": "string", "jsonPath": ".spec.stages[*].name"},
         _ACCEPTED,
         _REASON,
     ]
