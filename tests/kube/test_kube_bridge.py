@@ -92,7 +92,13 @@ async def test_restart_and_relist_publish_nothing_twice(
             UpgradeSequence, sequence.metadata.name, {"spec": changed}, namespace=namespace, patch_type=PatchType.MERGE
         )
         await _published(kube, UpgradeSequence, sequence, 2)
-        assert replica.bridge is not None and replica.bridge.published == 1
+        # Deleted and made again under the same name: a new object (uid), published once.
+        await kube.delete(UpgradeRelease, release.metadata.name, namespace=namespace)
+        again = await kube.create(
+            UpgradeRelease(metadata={"name": release.metadata.name, "namespace": namespace}, spec=release.spec)
+        )
+        await _published(kube, UpgradeRelease, again, 1)
+        assert replica.bridge is not None and replica.bridge.published == 2
     commands = await everything_on(bus, OPERATOR_COMMANDS, prefix=topic_prefix)
     uid = sequence.metadata.uid
     assert [event_id for event_id, _ in commands] == [f"k8s/sequence/{uid}/1", f"k8s/sequence/{uid}/2"]
@@ -101,7 +107,8 @@ async def test_restart_and_relist_publish_nothing_twice(
     assert commands[0][1].issued_by == f"kubernetes:{namespace}/sequence/{sequence.metadata.name}"
     releases = await everything_on(bus, RELEASE_TARGETS, prefix=topic_prefix)
     assert [(event_id, type(model)) for event_id, model in releases] == [
-        (f"k8s/release/{release.metadata.uid}/1", ReleaseTarget)
+        (f"k8s/release/{release.metadata.uid}/1", ReleaseTarget),
+        (f"k8s/release/{again.metadata.uid}/1", ReleaseTarget),
     ]
     assert releases[0][1].targets == {"1.30": "1.31.2"}
 

@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "rollout-kube-bridge"
 GROUP_NAME = "rollout-kube-bridge"
+_FOLLOWER_STOP_S = 15.0
 Resource = type[GenericNamespacedResource]
 _KINDS: dict[str, tuple[Resource, Callable[[Mapping[str, Any]], Plan]]] = {
     "sequence": (UpgradeSequence, sequence_plan),
@@ -83,6 +84,7 @@ class Bridge:
         # (kind, name) -> the whole status this bridge last wrote; uid -> (kind, name)
         self._status: dict[tuple[str, str], dict[str, Any]] = {}
         self._by_uid: dict[str, tuple[str, str]] = {}
+        self._uid_of: dict[tuple[str, str], str] = {}
         self._rollout_names: dict[str, str] = {}
         self._lock = asyncio.Lock()
         self.published = 0
@@ -94,7 +96,8 @@ class Bridge:
         if self._settings.create_topics:
             await self._bus.ensure_topics([t.spec(self._prefix) for t in ALL])
         tasks = [asyncio.create_task(self._follow(kind), name=f"watch-{kind}") for kind in _KINDS]
-        tasks.append(asyncio.create_task(self._follow_progress(stop), name="progress"))
+        follower = asyncio.create_task(self._follow_progress(stop), name="progress")
+        tasks.append(follower)
         stopper = asyncio.create_task(stop.wait())
         try:
             done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
@@ -102,6 +105,11 @@ class Bridge:
                 if task is not stopper:
                     task.result()
         finally:
+            if stop.is_set() and not follower.done():
+                # It ends at its next poll and closes its consumer itself: cancelled while it
+                # joins the group, the consumer's connections could be left open.
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.wait_for(follower, timeout=_FOLLOWER_STOP_S)
             for task in (*tasks, stopper):
                 task.cancel()
             for task in (*tasks, stopper):
@@ -134,6 +142,8 @@ class Bridge:
                     version = str(body["metadata"].get("resourceVersion") or version)
                     if event_type in ("ADDED", "MODIFIED"):
                         await self._on_object(kind, body)
+                    elif event_type == "DELETED":
+                        self._forget(kind, body)
             except ApiError as exc:
                 if exc.status.code == 410:
                     version = None  # expired: list again; published generations are skipped
@@ -150,11 +160,23 @@ class Bridge:
         log.warning("%s; resuming in %.0f s", why, self._settings.retry_s)
         await asyncio.sleep(self._settings.retry_s)
 
+    def _forget(self, kind: str, obj: Mapping[str, Any]) -> None:
+        """A deleted object's kept status must not pass for that of a new one of the same name."""
+        key = (kind, str(obj["metadata"]["name"]))
+        self._status.pop(key, None)
+        self._uid_of.pop(key, None)
+        if kind == "rollout":
+            self._rollout_names.pop(str((obj.get("spec") or {}).get("rolloutId")), None)
+
     async def _on_object(self, kind: str, obj: Mapping[str, Any]) -> None:
         meta = obj["metadata"]
         key = (kind, str(meta["name"]))
-        self._by_uid[str(meta["uid"])] = key
+        uid = str(meta["uid"])
+        self._by_uid[uid] = key
         async with self._lock:
+            if self._uid_of.setdefault(key, uid) != uid:
+                self._forget(kind, obj)  # deleted and made again while the watch was down
+                self._uid_of[key] = uid
             self._status[key] = {**(obj.get("status") or {}), **self._status.get(key, {})}
             if kind == "rollout":
                 self._rollout_names[str((obj.get("spec") or {}).get("rolloutId"))] = key[1]
