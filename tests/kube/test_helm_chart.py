@@ -5,6 +5,7 @@ chart's Role (no kubelet here: no pod runs, the test runs the bridge itself with
 from __future__ import annotations
 
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,22 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import Role
 from lightkube.types import PatchType
+from pydantic_settings import BaseSettings
 from rollout_crd_install import installed_rollout_crds
 
 from rollout_adapters.kube_bridge.resources import UpgradeRelease, UpgradeSequence
+from rollout_adapters.kube_bridge.settings import BridgeSettings
 from rollout_devenv.helm import build_helm
+from rollout_executor.settings import ExecutorSettings
+from rollout_health.settings import InventorySettings, MonitorSettings
+from rollout_planner.service.settings import PlannerSettings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
+from deploy_model import accepted_env_names
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "rollout"
 ON_THE_APISERVER = pytest.mark.asyncio(loop_scope="session")
+_HOLDERS = ("ConfigMap", "Secret")
 
 
 @pytest.fixture(scope="module")
@@ -169,3 +179,40 @@ async def test_helm_install_on_the_apiserver_and_the_bridge_runs_with_its_role(
         assert refused.value.status.code == 403
     finally:
         await limited.close()
+
+
+SETTINGS_BY_COMPONENT: dict[str, type[BaseSettings]] = {
+    "planner": PlannerSettings,
+    "executor": ExecutorSettings,
+    "health-monitor": MonitorSettings,
+    "inventory": InventorySettings,
+    "bridge": BridgeSettings,
+}
+
+
+def test_every_service_of_the_chart_accepts_its_settings(helm: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each Deployment's ROLLOUT_* variables (its ConfigMaps, Secret and env) are settings its
+    service knows, with values it accepts: the settings model is built from exactly them."""
+    rendered = _helm(
+        helm, "template", "r3", str(CHART), "--namespace", "rollout", "--set", "redis.password=pw",
+        "--set", "managementCluster.kubeconfigSecret=mgmt",
+    )  # fmt: skip
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    data = {d["metadata"]["name"]: d.get("data") or d.get("stringData") or {} for d in docs if d["kind"] in _HOLDERS}
+    checked = []
+    for deployment in (d for d in docs if d["kind"] == "Deployment"):
+        component = deployment["metadata"]["labels"]["app.kubernetes.io/component"]
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        env: dict[str, str] = {}
+        for source in container.get("envFrom", []):
+            ref = source.get("configMapRef") or source.get("secretRef")
+            env.update(data[ref["name"]])
+        env.update({item["name"]: item.get("value", "pod-name") for item in container.get("env", [])})
+        model = SETTINGS_BY_COMPONENT[component]
+        assert set(env) - accepted_env_names(model) == set(), component
+        with monkeypatch.context() as patched:
+            for name, value in env.items():
+                patched.setenv(name, str(value))
+            model()
+        checked.append(component)
+    assert sorted(checked) == sorted(SETTINGS_BY_COMPONENT)
