@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 SHARED ?= ../shared
 
-.PHONY: demo system-deps venv test checks suite lint typecheck unit integration conformance scenarios kafka redis kube kube-build kube-build-background infra-fetch bench asyncapi-parser
+.PHONY: demo system-deps venv test checks suite lint typecheck unit integration conformance scenarios kafka redis kube kube-build kube-build-background helm-build helm-build-background infra-fetch bench asyncapi-parser
 
 demo: venv  ## run the embedded demo (one process, no Kafka)
 	$(BIN)/rollout demo
@@ -35,7 +35,7 @@ system-deps:  ## Debian packages for the full suite (redis-server, Java 17, Mave
 
 ## the whole suite on a fresh machine: installs what is missing, then lint, types, conformance,
 ## scenarios, unit, property, contract, integration and end-to-end tests (starts Kafka and Redis itself)
-test: venv kube-build-background system-deps infra-fetch asyncapi-parser
+test: venv kube-build-background helm-build-background system-deps infra-fetch asyncapi-parser
 	$(MAKE) --no-print-directory -j2 checks suite
 
 ## lint, types, conformance and scenarios use the CPU while the suite mostly waits on its servers,
@@ -72,6 +72,13 @@ kube-build: venv  ## build kube-apiserver with Go, once per machine (~/.cache/ro
 ## tests run last and wait for the build (bounded; a failed build fails them)
 kube-build-background: venv
 	$(PY) -m rollout_devenv kube build --background
+
+helm-build: venv  ## build helm with Go from the module proxy, once per machine (~/.cache/rollout)
+	$(PY) -m rollout_devenv helm build
+
+## like kube-build-background: the chart's tests wait for the build when they need helm
+helm-build-background: venv
+	$(PY) -m rollout_devenv helm build --background
 
 infra-fetch: venv  ## fetch the Kafka broker's jars with Maven, once per machine (~/.cache/rollout)
 	$(PY) -m rollout_devenv kafka fetch

@@ -13,6 +13,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Protocol
 
+from rollout_devenv import helm
 from rollout_devenv._proc import DevenvError
 from rollout_devenv.kafka import KafkaBroker, fetch_kafka_jars
 from rollout_devenv.kafka_cluster import KafkaCluster
@@ -90,6 +91,14 @@ def _parser() -> argparse.ArgumentParser:
         "run", help="start etcd and apiservers with the Cluster API and Fleet CRDs, print KUBECONFIG=..."
     )
     kube_run.add_argument("--apiservers", type=int, default=1, help="how many apiservers (the first has the CRDs)")
+    helm = services.add_parser("helm", help="the helm command, built from the Go module proxy")
+    helm_actions = helm.add_subparsers(dest="action", required=True)
+    helm_build = helm_actions.add_parser("build", help="build helm with Go (once per machine) and print its path")
+    helm_build.add_argument(
+        "--background",
+        action="store_true",
+        help="start the build in a detached process and return at once (make test; the chart's tests wait for it)",
+    )
     return parser
 
 
@@ -250,6 +259,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _kube_run(args.apiservers)
     if args.service == "prometheus":
         return _prometheus_run(args)
+    if args.service == "helm":
+        print(helm.start_background_build() if args.background else helm.build_helm())
+        return 0
     return _redis_run(args.data_dir, aof=args.aof, port=args.port)
 
 

@@ -1,0 +1,66 @@
+"""The planner's progress stream folded into a rollout resource's status (STAT-5), purely."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import BaseModel
+
+from rollout_common.commands import RolloutTransition, StageTransition, Wait, WaitChanged
+
+
+def rollout_id_of(model: BaseModel) -> str | None:
+    """The rollout a progress event is about, when it is one of those that shape its status."""
+    if isinstance(model, (RolloutTransition, StageTransition, WaitChanged)):
+        return model.rollout_id
+    return None
+
+
+def fold(status: dict[str, Any], model: BaseModel) -> dict[str, Any]:
+    """The status after `model`; `status` is the resource's status as last written."""
+    out = {**status, "tracks": [dict(t) for t in status.get("tracks") or []]}
+    if isinstance(model, RolloutTransition):
+        out["state"], out["reason"] = model.state.value, model.reason
+        return out
+    if not isinstance(model, (StageTransition, WaitChanged)):
+        return out
+    track = _track(out, model.track.value)
+    if isinstance(model, StageTransition):
+        track.update(stage=model.stage, state=model.state.value, reason=model.reason)
+        if model.version is not None:
+            track["version"] = model.version
+            out["version"] = model.version
+        out["stage"] = model.stage
+    else:
+        track["stage"] = model.stage
+        track["waits"] = [_wait(w) for w in model.waits]
+    out["waiting"] = _waiting(out["tracks"])
+    return out
+
+
+def _track(status: dict[str, Any], name: str) -> dict[str, Any]:
+    """The track's entry in `status` (copied by `fold`, so changed in place), added when new."""
+    for track in status["tracks"]:
+        if track["track"] == name:
+            return track  # type: ignore[no-any-return]
+    track = {"track": name, "stage": "", "state": "PENDING"}
+    status["tracks"].append(track)
+    return track
+
+
+def _wait(wait: Wait) -> dict[str, Any]:
+    out: dict[str, Any] = {"rule": wait.rule, "message": wait.message}
+    if wait.partition is not None:
+        out["partition"] = wait.partition
+    if wait.until is not None:
+        out["until"] = dt.datetime.fromtimestamp(wait.until, tz=dt.UTC).isoformat().replace("+00:00", "Z")
+    return out
+
+
+def _waiting(tracks: list[dict[str, Any]]) -> str:
+    """One line for the printer column: the first wait of the first track that has one."""
+    for track in tracks:
+        for wait in track.get("waits") or []:
+            return f"{wait['rule']}: {wait['message']}"
+    return ""
