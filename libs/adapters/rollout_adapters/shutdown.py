@@ -37,13 +37,37 @@ async def unless_stopped(work: Awaitable[T], stop: asyncio.Event) -> T | None:
 
 async def bounded_close(what: str, closing: Awaitable[object], *, timeout_s: float = CLOSE_S) -> None:
     """Close a client, giving up after `timeout_s`; a failure is logged, never raised, so the
-    other clients still get closed."""
-    try:
-        await asyncio.wait_for(closing, timeout_s)
-    except TimeoutError:
-        log.warning("closing %s took over %.0f s; gave up", what, timeout_s)
-    except Exception as exc:
+    other clients still get closed.
+
+    Not `asyncio.wait_for`: on a timeout it cancels the close and then waits for it to end, and
+    aiokafka's closes swallow the cancellation (a joined consumer's close waits out its 40 s
+    request timeout for a leave answer a frozen broker never sends). A close past its bound is
+    abandoned instead: it goes on in the background (`abandoned_closes`) and ends with the process.
+    """
+    task = asyncio.ensure_future(closing)
+    await asyncio.wait({task}, timeout=timeout_s)
+    if not task.done():
+        log.warning("closing %s took over %.0f s; left it to the exit", what, timeout_s)
+        _abandoned.add(task)
+        task.add_done_callback(_ended)
+        return
+    if not task.cancelled() and (exc := task.exception()) is not None:
         log.warning("closing %s failed: %s", what, exc)
 
 
-__all__ = ["CLOSE_S", "bounded_close", "unless_stopped"]
+# Abandoned closes, referenced until they end: the event loop keeps only weak references to tasks.
+_abandoned: set[asyncio.Future[object]] = set()
+
+
+def abandoned_closes() -> frozenset[asyncio.Future[object]]:
+    """The closes `bounded_close` gave up on that are still running."""
+    return frozenset(_abandoned)
+
+
+def _ended(task: asyncio.Future[object]) -> None:
+    _abandoned.discard(task)
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.warning("an abandoned close failed: %s", exc)
+
+
+__all__ = ["CLOSE_S", "abandoned_closes", "bounded_close", "unless_stopped"]
