@@ -164,7 +164,7 @@ def finish_if_done(state: EngineState, stage: StageRec, track: int) -> None:
     for run in list(stage.runs[track].values()):
         if not run.active or run.remaining > 0 or run.awaiting_cp or _older_active(state, stage, run):
             continue
-        if run.superseded:
+        if run.overtaken:
             withdraw(state, stage, run, StageReason.SUPERSEDED)
             continue
         forced = stage.forced_run[track] is not None

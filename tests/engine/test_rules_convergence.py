@@ -1,0 +1,62 @@
+"""The fleet converges under release, inventory and sequence changes: SOAK-4b, SOAK-4c, SEQ-2, SEQ-6a,
+SEQ-7, VER-5, OPS-1 and GATE-1 through `decide`, with the audit after every decision."""
+
+from __future__ import annotations
+
+from enginekit import (
+    CP,
+    MIN,
+    NODES,
+    V30,
+    V31,
+    Driver,
+    advances,
+    cluster,
+    sequence,
+    stage,
+    transitions,
+)
+
+from rollout_common.commands import Command, StageTransition
+from rollout_common.events import Event
+from rollout_planner.engine.audit import audit
+
+V29 = "1.29.9-gke.100"
+V29_16 = "1.29.16-gke.8000"
+V29_18 = "1.29.18-gke.7000"
+
+
+class Audited(Driver):
+    def send(self, *events: Event, at: float | None = None) -> list[Command]:
+        out = super().send(*events, at=at)
+        assert audit(self.state) == []
+        return out
+
+
+def reasons(commands: list[Command]) -> list[tuple[str, str, str, str | None, str]]:
+    """(stage, track, state, version, reason) of every StageTransition, in order."""
+    return [
+        (c.stage, c.track.value, c.state.value, c.version, c.reason) for c in commands if isinstance(c, StageTransition)
+    ]
+
+
+# SOAK-4c
+
+
+def test_soak_4c_a_run_that_upgrades_its_other_clusters_itself_soaks_though_it_lost_one_to_a_newer_rollout() -> None:
+    """main-1's nodes run loses a-1 to main-2 (a newer 1.29 target), then upgrades a-2 itself: nothing
+    was left for it to lose at the end, so it soaks and qualifies, never CANCELLED SUPERSEDED."""
+    d = Audited(sequence(stage("a", soak="1d"), stage("b", soak="1d")), [cluster("a-1", V29), cluster("a-2")])
+    d.release({"1.29": V29_16, "1.30": V31})
+    d.release({"1.29": V29_18}, at=5 * MIN, event_id="rel-2")
+    out = d.finish(["a-1", "a-2"], CP, at=10 * MIN, ready=True)
+    assert advances(out) == [
+        ("a", "nodes", V31, ["a-2"]),
+        ("a", "controlPlane", V29_18, ["a-1"]),
+    ]
+    assert d.state.clusters["a-1"].target_run[1] == "main-2"
+    out = d.finish(["a-2"], NODES, at=40 * MIN, ready=True)
+    assert reasons(out) == [("a", "nodes", "SOAKING", V31, "all eligible clusters upgraded")]
+    out = d.wake(at=40 * MIN + 1440 * MIN)
+    # b has no clusters: the qualified version passes through it (SOAK-5)
+    assert transitions(out)[-2:] == [("a", "nodes", "COMPLETE", V31), ("b", "nodes", "COMPLETE", V31)]
