@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from enginekit import (
     CP,
+    DAY,
     MIN,
     NODES,
     V30,
     V31,
     Driver,
+    acks,
     advances,
     cluster,
     sequence,
@@ -18,8 +20,9 @@ from enginekit import (
 )
 
 from rollout_common.commands import Command, StageTransition
-from rollout_common.events import Event
+from rollout_common.events import Event, SequenceChange
 from rollout_planner.engine.audit import audit
+from rollout_planner.engine.views import stage_view
 
 V29 = "1.29.9-gke.100"
 V29_16 = "1.29.16-gke.8000"
@@ -60,3 +63,25 @@ def test_soak_4c_a_run_that_upgrades_its_other_clusters_itself_soaks_though_it_l
     out = d.wake(at=40 * MIN + 1440 * MIN)
     # b has no clusters: the qualified version passes through it (SOAK-5)
     assert transitions(out)[-2:] == [("a", "nodes", "COMPLETE", V31), ("b", "nodes", "COMPLETE", V31)]
+
+
+# SEQ-7
+
+
+def test_seq_7_an_accepted_sequence_change_keeps_a_failed_cluster_not_done_until_the_forced_soak() -> None:
+    """GATE-2 counts a failed cluster as not done until the forced soak; a sequence change, even one
+    that changes nothing, keeps its failed target, so the track neither soaks nor qualifies early."""
+    seq = sequence(stage("a", soak="1d", rolloutStrategy={"maxNew": 2}), stage("b", soak="1d"))
+    d = Audited(seq, [cluster("a-1"), cluster("a-2"), cluster("b-1")])
+    d.release({"1.30": V31})
+    d.send(d.result("a-1", CP, "failed"), d.result("a-2", CP), at=10 * MIN)
+    out = d.send(SequenceChange(command_id="s1", sequence=seq), at=20 * MIN)
+    assert acks(out) == [("s1", True, "sequence change applied")]
+    assert transitions(out) == []
+    a = d.state.stages[0]
+    assert (a.runs[0]["main-1"].state.value, a.runs[0]["main-1"].remaining) == ("IN_PROGRESS", 1)
+    assert stage_view(d.state, a)["tracks"]["controlPlane"]["counts"] == {"FAILED": 1, "NOT_READY": 1}
+    out = d.wake(at=30 * DAY)
+    assert reasons(out)[:1] == [
+        ("a", "controlPlane", "FORCED_SOAKING", V31, "not finished within the 30-day maximum upgrade time; soaking anyway")
+    ]
