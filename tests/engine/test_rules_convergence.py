@@ -19,12 +19,15 @@ from enginekit import (
     transitions,
 )
 
-from rollout_common.commands import Command, StageTransition
+from rollout_common.commands import Command, RolloutTransition, StageTransition
 from rollout_common.events import Event, SequenceChange
 from rollout_planner.engine.audit import audit
 from rollout_planner.engine.views import stage_view
 
 V29 = "1.29.9-gke.100"
+V32_3 = "1.32.3-gke.100"
+V32_5 = "1.32.5-gke.200"
+INCOMPATIBLE = "no cluster of the stage is eligible for any qualified version"
 V29_16 = "1.29.16-gke.8000"
 V29_18 = "1.29.18-gke.7000"
 
@@ -40,6 +43,14 @@ def reasons(commands: list[Command]) -> list[tuple[str, str, str, str | None, st
     """(stage, track, state, version, reason) of every StageTransition, in order."""
     return [
         (c.stage, c.track.value, c.state.value, c.version, c.reason) for c in commands if isinstance(c, StageTransition)
+    ]
+
+
+def rollout_ends(commands: list[Command]) -> list[tuple[str, str, str]]:
+    return [
+        (c.rollout_id, c.state.value, c.reason)
+        for c in commands
+        if isinstance(c, RolloutTransition) and c.state.value != "RUNNING"
     ]
 
 
@@ -83,5 +94,60 @@ def test_seq_7_an_accepted_sequence_change_keeps_a_failed_cluster_not_done_until
     assert stage_view(d.state, a)["tracks"]["controlPlane"]["counts"] == {"FAILED": 1, "NOT_READY": 1}
     out = d.wake(at=30 * DAY)
     assert reasons(out)[:1] == [
-        ("a", "controlPlane", "FORCED_SOAKING", V31, "not finished within the 30-day maximum upgrade time; soaking anyway")
+        (
+            "a",
+            "controlPlane",
+            "FORCED_SOAKING",
+            V31,
+            "not finished within the 30-day maximum upgrade time; soaking anyway",
+        )
     ]
+
+
+# VER-5, SOAK-4b
+
+
+def _skipping_minor(a_version: str) -> Audited:
+    """Stage a on `a_version`; b-1's control plane on 1.32.5, its nodes on 1.30."""
+    return Audited(
+        sequence(stage("a", soak="1d"), stage("b", soak="1d")),
+        [cluster("a-1", a_version), cluster("a-2", a_version), cluster("b-1", V32_5, nodeVersion=V30)],
+    )
+
+
+def test_ver_5_a_release_that_skips_a_minor_sticks_both_tracks_of_the_stage() -> None:
+    """1.30 -> 1.32.3 is two minors: no control plane of stage a may take it, so no node may either
+    (never above its control plane). Both tracks are STUCK, never force-soaked, and b gets nothing."""
+    d = _skipping_minor(V30)
+    out = d.release({"1.30": V32_3})
+    assert reasons(out) == [
+        ("a", "controlPlane", "STUCK", V32_3, f"{INCOMPATIBLE}: offered {V32_3}, members on {V30}"),
+        ("a", "nodes", "STUCK", V32_3, f"{INCOMPATIBLE}: offered {V32_3}, members on {V30} (control planes on {V30})"),
+    ]
+    assert advances(out) == []
+    assert rollout_ends(out) == [
+        ("main-1", "COMPLETED", "nothing to do: no cluster of stage a is eligible for its versions")
+    ]
+    out = d.wake(at=31 * DAY)
+    assert transitions(out) == [] and advances(out) == []
+    assert d.state.clusters["b-1"].versions[1].text == V30
+
+
+def test_ver_5_a_release_for_another_minor_sticks_both_tracks_too() -> None:
+    d = _skipping_minor(V29)
+    out = d.release({"1.30": V32_3})
+    assert [(s, t, state) for s, t, state, _, _ in reasons(out)] == [
+        ("a", "controlPlane", "STUCK"),
+        ("a", "nodes", "STUCK"),
+    ]
+    assert advances(d.wake(at=31 * DAY)) == []
+
+
+def test_ver_5_an_on_demand_nodes_only_rollout_above_every_control_plane_is_stuck() -> None:
+    """Nodes only: the rollout upgrades no control plane, so nodes above theirs can never go."""
+    d = Audited(sequence(stage("a", soak="1d")), [cluster("a-1"), cluster("a-2")])
+    out = d.start(V31, (NODES,))
+    assert reasons(out) == [
+        ("a", "nodes", "STUCK", V31, f"{INCOMPATIBLE}: offered {V31}, members on {V30} (control planes on {V30})")
+    ]
+    assert advances(d.wake(at=31 * DAY)) == []

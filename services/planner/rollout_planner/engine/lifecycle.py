@@ -84,7 +84,8 @@ def _begin(state: EngineState, stage: StageRec, run: Run, offer: Offer) -> None:
         return
     # no cluster took this version: find out why (rare, so scanning the stage here is fine)
     members = [state.clusters[n] for n in stage.members]
-    takers = [c for c in members if would_take(offer, c, run.track)]
+    upgrades_cp = CP in state.rollouts[run.rollout_id].tracks
+    takers = [c for c in members if would_take(offer, c, run.track, upgrades_cp=upgrades_cp)]
     if any(on_offered(offer, c, run.track) for c in members):
         _start(state, run)
     elif run.track == NODES and any(c.target_run[NODES] is None for c in takers):
@@ -102,8 +103,15 @@ def _begin(state: EngineState, stage: StageRec, run: Run, offer: Offer) -> None:
             run,
             StageState.STUCK,
             StageReason.INCOMPATIBLE_VERSION,
-            detail=f"offered {run.offered}, members on {_version_summary(state, stage, run.track)}",
+            detail=_stuck_detail(state, stage, run),
         )
+
+
+def _stuck_detail(state: EngineState, stage: StageRec, run: Run) -> str:
+    text = f"offered {run.offered}, members on {_version_summary(state, stage, run.track)}"
+    if run.track == NODES:  # nodes never go above their control plane (VER-6): say where those are
+        text += f" (control planes on {_version_summary(state, stage, CP)})"
+    return text
 
 
 def _version_summary(state: EngineState, stage: StageRec, track: int) -> str:
@@ -177,7 +185,7 @@ def finish_if_done(state: EngineState, stage: StageRec, track: int) -> None:
                 run,
                 StageState.STUCK,
                 StageReason.INCOMPATIBLE_VERSION,
-                detail=f"offered {run.offered}, members on {_version_summary(state, stage, run.track)}",
+                detail=_stuck_detail(state, stage, run),
             )
             update_rollout(state, run.rollout_id)
             continue
