@@ -151,3 +151,23 @@ def test_ver_5_an_on_demand_nodes_only_rollout_above_every_control_plane_is_stuc
         ("a", "nodes", "STUCK", V31, f"{INCOMPATIBLE}: offered {V31}, members on {V30} (control planes on {V30})")
     ]
     assert advances(d.wake(at=31 * DAY)) == []
+
+
+def test_seq_7_a_stage_appended_behind_a_completed_track_gets_the_version_it_qualified_at_once() -> None:
+    """b's control plane has qualified 1.31.13 (its nodes still run) when c is appended: c's control
+    plane starts with that version at the same decision, and its nodes follow when b's qualify."""
+    ab = [stage("a", soak="0d"), stage("b", soak="1d")]
+    d = Audited(sequence(*ab), [cluster("a-1"), cluster("b-1"), cluster("c-1")])
+    d.release({"1.30": V31})
+    d.finish(["a-1"], CP, at=10 * MIN, ready=True)
+    d.finish(["a-1"], NODES, at=40 * MIN, ready=True)
+    d.finish(["b-1"], CP, at=50 * MIN, ready=True)
+    out = d.wake(at=50 * MIN + DAY)
+    assert ("b", "controlPlane", "COMPLETE", V31) in transitions(out)
+    out = d.send(SequenceChange(command_id="s1", sequence=sequence(*ab, stage("c", soak="0d"))), at=2 * DAY)
+    assert acks(out) == [("s1", True, "sequence change applied")]
+    assert reasons(out) == [("c", "controlPlane", "IN_PROGRESS", V31, "the version reached the stage")]
+    assert advances(out) == [("c", "controlPlane", V31, ["c-1"])]
+    d.finish(["b-1"], NODES, at=2 * DAY + 10 * MIN, ready=True)
+    out = d.wake(at=3 * DAY + 10 * MIN)
+    assert transitions(out) == [("b", "nodes", "COMPLETE", V31), ("c", "nodes", "IN_PROGRESS", V31)]

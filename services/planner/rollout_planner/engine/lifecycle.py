@@ -243,6 +243,26 @@ def complete(state: EngineState, run: Run) -> None:
     qualify_downstream(state, run)
 
 
+def receive_qualified(state: EngineState, stage: StageRec) -> None:
+    """SEQ-7: a stage put behind a track that has already qualified a version of a running rollout
+    (appended after it completed) receives that version now, as if it had been there all along."""
+    if stage.index == 0:
+        return
+    upstream = state.stages[stage.index - 1]
+    for rollout in list(state.rollouts.values()):  # in creation order
+        if rollout.state not in (RolloutState.RUNNING, RolloutState.PAUSED):
+            continue
+        offers: dict[int, Offer] = {}
+        for track in rollout.tracks:
+            run = upstream.runs[track].get(rollout.id)
+            if run is None or run.state is not StageState.COMPLETE or run.qualified is None:
+                continue
+            if rollout.id not in stage.runs[track]:
+                offers[track] = Offer(rollout.id, version=run.qualified)
+        if offers:
+            reach_stage(state, stage, offers)
+
+
 def qualify_downstream(state: EngineState, run: Run) -> None:
     """VER-2: the next stage's same track receives the qualified version."""
     nxt = run.stage + 1

@@ -9,6 +9,7 @@ from rollout_common.events import SequenceChange
 from rollout_common.sequence import Sequence
 from rollout_planner.engine.errors import EngineInvariantError
 from rollout_planner.engine.inventory import rebuild_stage
+from rollout_planner.engine.lifecycle import receive_qualified
 from rollout_planner.engine.model import (
     NO_FLAGS,
     NO_PAIR,
@@ -109,6 +110,8 @@ def _replace(state: EngineState, new: Sequence) -> None:
     _settle_failed(state, failed)
     for stage in stages:
         recount_departed(state, stage)  # once every cluster is placed again
+    for stage in stages:
+        receive_qualified(state, stage)  # a new stage behind a qualified version starts with it
     state.dirty = set(range(len(stages)))  # indexes of the old definition mean nothing now
 
 
