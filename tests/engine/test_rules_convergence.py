@@ -125,9 +125,7 @@ def test_ver_5_a_release_that_skips_a_minor_sticks_both_tracks_of_the_stage() ->
         ("a", "nodes", "STUCK", V32_3, f"{INCOMPATIBLE}: offered {V32_3}, members on {V30} (control planes on {V30})"),
     ]
     assert advances(out) == []
-    assert rollout_ends(out) == [
-        ("main-1", "COMPLETED", "nothing to do: no cluster of stage a is eligible for its versions")
-    ]
+    assert rollout_ends(out) == []  # STUCK, still active (SOAK-4b, OPS-1)
     out = d.wake(at=31 * DAY)
     assert transitions(out) == [] and advances(out) == []
     assert d.state.clusters["b-1"].versions[1].text == V30
@@ -171,3 +169,39 @@ def test_seq_7_a_stage_appended_behind_a_completed_track_gets_the_version_it_qua
     d.finish(["b-1"], NODES, at=2 * DAY + 10 * MIN, ready=True)
     out = d.wake(at=3 * DAY + 10 * MIN)
     assert transitions(out) == [("b", "nodes", "COMPLETE", V31), ("c", "nodes", "IN_PROGRESS", V31)]
+
+
+def test_soak_4b_a_stuck_first_stage_is_evaluated_again_when_an_eligible_cluster_joins() -> None:
+    """No cluster of a is eligible at the release: both tracks STUCK, the rollout stays active. a-2
+    joins on 1.30 a day later: the stage starts and upgrades it, and the rollout goes on to b."""
+    d = Audited(sequence(stage("a", soak="0d"), stage("b", soak="0d")), [cluster("a-1", V29), cluster("b-1")])
+    out = d.release({"1.30": V31})
+    assert [(s, t, state) for s, t, state, _, _ in reasons(out)] == [
+        ("a", "controlPlane", "STUCK"),
+        ("a", "nodes", "STUCK"),
+    ]
+    assert rollout_ends(out) == []
+    out = d.upsert(cluster("a-2"), at=DAY)
+    assert reasons(out) == [
+        ("a", "controlPlane", "IN_PROGRESS", V31, "the version reached the stage"),
+        ("a", "nodes", "IN_PROGRESS", V31, "the version reached the stage"),
+    ]
+    assert advances(out) == [("a", "controlPlane", V31, ["a-2"])]
+    d.finish(["a-2"], CP, at=DAY + 10 * MIN, ready=True)
+    out = d.finish(["a-2"], NODES, at=DAY + 40 * MIN, ready=True)
+    assert ("b", "nodes", "IN_PROGRESS", V31) in transitions(out)
+
+
+def test_soak_4b_an_empty_first_stage_starts_when_a_cluster_joins_it() -> None:
+    d = Audited(sequence(stage("a", soak="0d"), stage("b", soak="0d")), [cluster("b-1")])
+    out = d.release({"1.30": V31})
+    assert [(s, t, state, why) for s, t, state, _, why in reasons(out)] == [
+        ("a", "controlPlane", "STUCK", "the first stage has no clusters, so nothing can be qualified downstream"),
+        ("a", "nodes", "STUCK", "the first stage has no clusters, so nothing can be qualified downstream"),
+    ]
+    out = d.upsert(cluster("a-1"), at=DAY)
+    assert [(s, t, state) for s, t, state, _, _ in reasons(out)] == [
+        ("a", "controlPlane", "IN_PROGRESS"),
+        ("a", "nodes", "IN_PROGRESS"),
+    ]
+    assert advances(out) == [("a", "controlPlane", V31, ["a-1"])]

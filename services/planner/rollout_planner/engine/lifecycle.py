@@ -31,10 +31,12 @@ def reach_stage(state: EngineState, stage: StageRec, offers: dict[int, Offer]) -
             if older.state is StageState.STUCK and _newer(state, offer.rollout_id, than=older.rollout_id):
                 withdraw(state, stage, older, StageReason.SUPERSEDED)
         stage.runs[track][offer.rollout_id] = run
+        # the offer stands whatever the stage holds now: a cluster that joins later is offered it
+        # (SOAK-4b: a stuck first stage starts; SEQ-6a: a late member of a completed run)
+        run.offer = offer
         if not stage.members and not stage.no_partition:
             _empty_stage(state, stage, run)
             continue
-        run.offer = offer
         stage.forced_run[track] = None
         opened.append((run, offer))
     if not opened:
@@ -156,14 +158,10 @@ def _live(state: EngineState, run: Run) -> bool:
 
 
 def revisit_stuck(state: EngineState, stage: StageRec, track: int) -> None:
-    """SOAK-4b: a stuck run is evaluated again when versions or the inventory change."""
+    """SOAK-4b: a stuck run is evaluated again when versions or the inventory change: it starts once
+    a member is targeted at its versions (one joined an empty first stage, or became eligible)."""
     for run in stage.runs[track].values():
-        if (
-            run.state is StageState.STUCK
-            and run.reason == StageReason.INCOMPATIBLE_VERSION.value
-            and run.remaining
-            and _live(state, run)
-        ):
+        if run.state is StageState.STUCK and run.remaining and _live(state, run):
             _start(state, run)
 
 
@@ -292,12 +290,9 @@ def update_rollout(state: EngineState, rollout_id: str) -> None:
         _end(state, rollout_id, "every stage completed")
         return
     runs = [s.runs[t][rollout_id] for s in state.stages for t in rollout.tracks if rollout_id in s.runs[t]]
-    # a STUCK run downstream waits for the inventory or a version to change (SOAK-4b, VER-5)
-    if any(not r.terminal and not (r.state is StageState.STUCK and r.stage == 0) for r in runs):
-        return
-    if all(r.stage == 0 and r.state is StageState.STUCK for r in runs):
-        stage = state.stages[0].spec.name
-        _end(state, rollout_id, f"nothing to do: no cluster of stage {stage} is eligible for its versions")
+    # a STUCK run, the first stage's included, waits for the inventory or a version to change
+    # (SOAK-4b, VER-5): the rollout stays active (OPS-1) until then, a cancel, or a newer rollout
+    if any(not r.terminal for r in runs):
         return
     ended = sorted(
         {f"{state.stages[r.stage].spec.name} {r.state.value}" for r in runs if r.state is not StageState.COMPLETE}
