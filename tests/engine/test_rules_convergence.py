@@ -205,3 +205,29 @@ def test_soak_4b_an_empty_first_stage_starts_when_a_cluster_joins_it() -> None:
         ("a", "nodes", "IN_PROGRESS"),
     ]
     assert advances(out) == [("a", "controlPlane", V31, ["a-1"])]
+
+
+# SEQ-6a
+
+
+def test_seq_6a_a_cluster_joining_a_completed_stage_is_upgraded_as_a_late_member() -> None:
+    """a's run completed and qualified 1.31.13; a-2 joins a then: main-1 upgrades it (both tracks,
+    under a's strategy) while a stays COMPLETE and its qualified version does not change."""
+    d = Audited(sequence(stage("a", soak="0d"), stage("b", soak="1d")), [cluster("a-1"), cluster("b-1")])
+    d.release({"1.30": V31})
+    d.finish(["a-1"], CP, at=10 * MIN, ready=True)
+    out = d.finish(["a-1"], NODES, at=40 * MIN, ready=True)
+    assert ("a", "nodes", "COMPLETE", V31) in transitions(out)
+    out = d.upsert(cluster("a-2"), at=DAY)
+    assert transitions(out) == []
+    assert advances(out) == [("a", "controlPlane", V31, ["a-2"])]
+    out = d.finish(["a-2"], CP, at=DAY + 10 * MIN, ready=True)
+    assert transitions(out) == [] and advances(out) == [("a", "nodes", V31, ["a-2"])]
+    d.finish(["a-2"], NODES, at=DAY + 40 * MIN, ready=True)
+    a = d.state.stages[0]
+    assert [(r.state.value, r.qualified) for t in (0, 1) for r in a.runs[t].values()] == [
+        ("COMPLETE", d.state.clusters["a-1"].versions[0]),
+        ("COMPLETE", d.state.clusters["a-1"].versions[1]),
+    ]
+    assert stage_view(d.state, a)["tracks"]["nodes"]["counts"] == {"COMPLETE": 2}
+

@@ -289,6 +289,10 @@ class Offer:
     on_demand: bool = False
 
 
+# the run states in which a run hands out batches (see Run.dispatchable)
+_HANDING_OUT = frozenset((StageState.IN_PROGRESS, StageState.SOAKING, StageState.FORCED_SOAKING, StageState.COMPLETE))
+
+
 @dataclass(slots=True)
 class Run:
     """One rollout's run of one track through one stage (STAT-2)."""
@@ -331,10 +335,11 @@ class Run:
 
     @property
     def dispatchable(self) -> bool:
-        """IN_PROGRESS, or force-soaked: SOAK-4 keeps upgrading the clusters left behind."""
-        if self.state is StageState.IN_PROGRESS:
-            return True
-        return self.forced and self.state in (StageState.FORCED_SOAKING, StageState.COMPLETE)
+        """IN_PROGRESS, or past it with stragglers: a run that has soaked or completed still hands out
+        to the clusters it targets, the ones its forced soak left behind (SOAK-4) and late members
+        that joined the stage after it finished (SEQ-6a). Neither changes its state or what it
+        qualified."""
+        return self.state in _HANDING_OUT
 
     @property
     def soaking(self) -> bool:

@@ -70,7 +70,8 @@ def _targeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track: i
         return ClusterStatus.PAUSED, PauseType.USER.value if run.reason == "USER" else run.reason
     if track == NODES and target is not None and cluster.versions[CP] < target:
         return ClusterStatus.PENDING, "waits for its control plane (SOAK-1)"
-    if run is None or not run.active or (cluster.partition or 0) >= reached_partitions(state, stage, track):
+    handing_out = run is not None and (run.active or run.dispatchable)
+    if run is None or not handing_out or (cluster.partition or 0) >= reached_partitions(state, stage, track):
         return ClusterStatus.PENDING, f"target {target}; partition not reached"
     return ClusterStatus.OUT_OF_SYNC, f"target {target}; waiting for a batch slot"
 
