@@ -6,6 +6,7 @@ from __future__ import annotations
 from enginekit import (
     CP,
     DAY,
+    HOUR,
     MIN,
     NODES,
     V30,
@@ -25,6 +26,7 @@ from rollout_planner.engine.audit import audit
 from rollout_planner.engine.views import stage_view
 
 V29 = "1.29.9-gke.100"
+V31_20 = "1.31.20-gke.500"
 V32_3 = "1.32.3-gke.100"
 V32_5 = "1.32.5-gke.200"
 INCOMPATIBLE = "no cluster of the stage is eligible for any qualified version"
@@ -230,4 +232,21 @@ def test_seq_6a_a_cluster_joining_a_completed_stage_is_upgraded_as_a_late_member
         ("COMPLETE", d.state.clusters["a-1"].versions[1]),
     ]
     assert stage_view(d.state, a)["tracks"]["nodes"]["counts"] == {"COMPLETE": 2}
+
+
+
+def test_soak_4c_a_newer_rollout_takes_over_a_cluster_that_failed_in_an_older_one() -> None:
+    """a-1's upgrade to 1.31.13 failed in main-1; main-2 offers 1.31.20: a-1 goes out again at once,
+    a new attempt at the newer target, and main-1, with nothing left there, is overtaken."""
+    d = Audited(sequence(stage("a", soak="1d")), [cluster("a-1"), cluster("a-2")])
+    d.release({"1.30": V31})
+    d.send(d.result("a-1", CP, "failed"), d.result("a-2", CP), at=10 * MIN)
+    out = d.release({"1.30": V31_20, "1.31": V31_20}, at=HOUR, event_id="rel-2")
+    assert reasons(out) == [
+        ("a", "controlPlane", "IN_PROGRESS", V31_20, "the version reached the stage"),
+        ("a", "nodes", "IN_PROGRESS", V31_20, "the version reached the stage"),
+        ("a", "controlPlane", "CANCELLED", V31, "every cluster it still had to upgrade now goes to a newer version"),
+    ]
+    assert advances(out) == [("a", "controlPlane", V31_20, ["a-1"])]  # a-2's nodes still upgrade
+    assert d.state.clusters["a-1"].failed == (None, None)
 
