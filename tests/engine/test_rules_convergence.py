@@ -22,8 +22,9 @@ from enginekit import (
 
 from rollout_common.commands import Command, RolloutTransition, StageTransition
 from rollout_common.events import Event, SequenceChange
+from rollout_common.status import ClusterStatus
 from rollout_planner.engine.audit import audit
-from rollout_planner.engine.views import stage_view
+from rollout_planner.engine.views import cluster_status, stage_track_state, stage_view
 
 V29 = "1.29.9-gke.100"
 V31_20 = "1.31.20-gke.500"
@@ -234,7 +235,6 @@ def test_seq_6a_a_cluster_joining_a_completed_stage_is_upgraded_as_a_late_member
     assert stage_view(d.state, a)["tracks"]["nodes"]["counts"] == {"COMPLETE": 2}
 
 
-
 def test_soak_4c_a_newer_rollout_takes_over_a_cluster_that_failed_in_an_older_one() -> None:
     """a-1's upgrade to 1.31.13 failed in main-1; main-2 offers 1.31.20: a-1 goes out again at once,
     a new attempt at the newer target, and main-1, with nothing left there, is overtaken."""
@@ -250,3 +250,32 @@ def test_soak_4c_a_newer_rollout_takes_over_a_cluster_that_failed_in_an_older_on
     assert advances(out) == [("a", "controlPlane", V31_20, ["a-1"])]  # a-2's nodes still upgrade
     assert d.state.clusters["a-1"].failed == (None, None)
 
+
+# OPS-1
+
+
+def test_ops_1_cancel_marks_every_stage_and_track_not_complete_cancelled_the_unreached_ones_too() -> None:
+    d = Audited(
+        sequence(stage("a", soak="0d"), stage("b", soak="1d"), stage("c", soak="1d")),
+        [cluster("a-1"), cluster("b-1"), cluster("c-1")],
+    )
+    d.release({"1.30": V31})
+    d.finish(["a-1"], CP, at=10 * MIN, ready=True)  # a's control plane completes, b's starts
+    out = d.command("cancel", at=HOUR, command_id="c1", rollout_id="main-1")
+    assert acks(out) == [("c1", True, "cancel applied")]
+    assert [(s, t, state) for s, t, state, _, _ in reasons(out)] == [
+        ("a", "nodes", "CANCELLED"),
+        ("b", "controlPlane", "CANCELLED"),
+        ("b", "nodes", "CANCELLED"),
+        ("c", "controlPlane", "CANCELLED"),
+        ("c", "nodes", "CANCELLED"),
+    ]
+    assert {s.spec.name: [stage_track_state(s, t) for t in (0, 1)] for s in d.state.stages} == {
+        "a": ["COMPLETE", "CANCELLED"],
+        "b": ["CANCELLED", "CANCELLED"],
+        "c": ["CANCELLED", "CANCELLED"],
+    }
+    assert cluster_status(d.state, d.state.clusters["c-1"]) == (
+        ClusterStatus.PENDING,
+        "rollout main-1 was cancelled before its version reached this stage (OPS-1)",
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rollout_common.quantity import resolve
-from rollout_common.status import TRACKS, ClusterStatus, IneligibleType, PauseType, StageState
+from rollout_common.status import TRACKS, ClusterStatus, IneligibleType, PauseType, StageReason, StageState
 from rollout_common.status_words import version_mismatch_reason
 from rollout_planner.engine.eligibility import offered_versions
 from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState, StageRec
@@ -88,7 +88,7 @@ def _untargeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track:
     candidates = [v for o in stage.offers(track) for v in offered_versions(o, cluster, track)]
     if not candidates:
         if not stage.offers(track):
-            return ClusterStatus.PENDING, "no version has reached this stage yet"
+            return ClusterStatus.PENDING, _nothing_offered(state, stage, track)
         return ClusterStatus.INELIGIBLE, IneligibleType.INCOMPATIBLE_VERSION.value
     current = cluster.versions[track]
     if current in candidates:
@@ -96,6 +96,16 @@ def _untargeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track:
     if all(v < current for v in candidates):
         return ClusterStatus.SKIPPED_NEWER, f"already on {current}, newer than {max(candidates)}"
     return ClusterStatus.INELIGIBLE, IneligibleType.INCOMPATIBLE_VERSION.value
+
+
+def _nothing_offered(state: EngineState, stage: StageRec, track: int) -> str:
+    """Why no version is held out to the stage's members: none came yet, or its rollout was cancelled."""
+    run = stage.latest_run(track)
+    if run is not None and run.state is StageState.CANCELLED and run.reason == StageReason.USER.value:
+        if run.started_at is None:
+            return f"rollout {run.rollout_id} was cancelled before its version reached this stage (OPS-1)"
+        return f"rollout {run.rollout_id} was cancelled (OPS-1); the next release reaches this stage"
+    return "no version has reached this stage yet"
 
 
 def cluster_status(state: EngineState, cluster: ClusterRec) -> StatusPair:
