@@ -279,3 +279,20 @@ def test_ops_1_cancel_marks_every_stage_and_track_not_complete_cancelled_the_unr
         ClusterStatus.PENDING,
         "rollout main-1 was cancelled before its version reached this stage (OPS-1)",
     )
+
+
+def test_ops_1_a_rollout_stuck_at_an_empty_first_stage_is_active_paused_resumed_and_cancelled() -> None:
+    d = Audited(sequence(stage("a", soak="0d"), stage("b", soak="0d")), [cluster("b-1")])
+    d.release({"1.30": V31})
+    out = d.command("pause", at=MIN, command_id="c1", rollout_id="main-1")
+    out += d.command("resume", at=2 * MIN, command_id="c2", rollout_id="main-1")
+    out += d.command("cancel", at=3 * MIN, command_id="c3", rollout_id="main-1")
+    assert acks(out) == [("c1", True, "pause applied"), ("c2", True, "resume applied"), ("c3", True, "cancel applied")]
+    assert rollout_ends(out) == [
+        ("main-1", "PAUSED", "paused by an operator"),
+        ("main-1", "CANCELLED", "cancelled by an operator"),
+    ]
+    assert {s.spec.name: [stage_track_state(s, t) for t in (0, 1)] for s in d.state.stages} == {
+        "a": ["CANCELLED", "CANCELLED"],
+        "b": ["CANCELLED", "CANCELLED"],
+    }
