@@ -9,7 +9,7 @@ from rollout_common.events import SequenceChange
 from rollout_common.sequence import Sequence
 from rollout_planner.engine.errors import EngineInvariantError
 from rollout_planner.engine.inventory import rebuild_stage
-from rollout_planner.engine.lifecycle import receive_qualified
+from rollout_planner.engine.lifecycle import receive_qualified, recompute_soak
 from rollout_planner.engine.model import (
     NO_FLAGS,
     NO_PAIR,
@@ -114,6 +114,9 @@ def _replace(state: EngineState, new: Sequence) -> None:
     for stage in stages:
         recount_departed(state, stage)  # once every cluster is placed again
     for stage in stages:
+        for track in TRACK_INDEXES:  # a changed soak applies to the soaks under way
+            for run in list(stage.runs[track].values()):
+                recompute_soak(state, run, detail="soak changed by the sequence (SEQ-7)", unchanged_too=False)
         receive_qualified(state, stage)  # a new stage behind a qualified version starts with it
     state.dirty = set(range(len(stages)))  # indexes of the old definition mean nothing now
 
