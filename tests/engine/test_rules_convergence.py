@@ -325,3 +325,19 @@ def test_seq_7_a_changed_soak_reaches_a_soak_under_way() -> None:
     d2.finish(["a-1"], CP, at=10 * MIN, ready=True)
     out = d2.send(SequenceChange(command_id="s1", sequence=seq("0d")), at=DAY)
     assert transitions(out) == [("a", "controlPlane", "COMPLETE", V31), ("b", "controlPlane", "IN_PROGRESS", V31)]
+
+
+# SEQ-2
+
+
+def test_seq_2_a_sequence_change_that_puts_a_cluster_in_two_stages_is_refused_with_that_reason() -> None:
+    seq = sequence(stage("a", soak="0d"), stage("b", soak="0d"))
+    d = Audited(seq, [cluster("a-1"), cluster("a-2"), cluster("b-1")])
+    d.release({"1.30": V31})
+    both = sequence(stage("a", soak="0d"), stage("b", soak="0d", clusterNames=["a-2", "b-1"]))
+    out = d.send(SequenceChange(command_id="s1", sequence=both), at=MIN)
+    assert acks(out) == [
+        ("s1", False, "cluster a-2 would be in stages a and b; a cluster belongs to one stage (SEQ-2)")
+    ]
+    assert d.state.sequence == seq
+    assert d.state.clusters["a-2"].stage == 0

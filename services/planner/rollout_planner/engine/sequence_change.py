@@ -70,7 +70,20 @@ def _refusal(state: EngineState, new: Sequence) -> str | None:
         inserted = [n for n in new_before if n not in old_names]
         if inserted:
             return f"stage {name} has an active run; a new stage {inserted[0]} cannot be put before it"
-    return None
+    return _conflict(state, new)
+
+
+def _conflict(state: EngineState, new: Sequence) -> str | None:
+    """SEQ-2: a definition that would put a cluster of the inventory in two stages is refused (an
+    inventory change that does it leaves the cluster in neither, and says so)."""
+    conflicts = assign_stages(new, list(state.clusters.values()), state.groups.values()).conflicts
+    if not conflicts:
+        return None
+    name = min(conflicts)
+    stages = conflicts[name]
+    more = f" (and {len(conflicts) - 1} more clusters)" if len(conflicts) > 1 else ""
+    listed = f"{', '.join(stages[:-1])} and {stages[-1]}"
+    return f"cluster {name} would be in stages {listed}{more}; a cluster belongs to one stage (SEQ-2)"
 
 
 def _replace(state: EngineState, new: Sequence) -> None:
