@@ -12,6 +12,7 @@ from enginekit import (
     T0,
     V30,
     V31,
+    V32,
     Driver,
     acks,
     advances,
@@ -341,3 +342,21 @@ def test_seq_2_a_sequence_change_that_puts_a_cluster_in_two_stages_is_refused_wi
     ]
     assert d.state.sequence == seq
     assert d.state.clusters["a-2"].stage == 0
+
+
+# GATE-1
+
+
+def test_gate_1_a_partition_hands_out_its_next_clusters_in_member_order_across_versions() -> None:
+    """c-1 and c-3 need 1.32.9 (on 1.31), c-2 needs 1.31.13 (on 1.30): one version per batch, and the
+    batches follow the members' order, not the lowest version first."""
+    d = Audited(
+        sequence(stage("c", soak="0d", rolloutStrategy={"maxNew": 1})),
+        [cluster("c-1", V31), cluster("c-2"), cluster("c-3", V31)],
+    )
+    out = d.release({"1.30": V31, "1.31": V32})
+    assert advances(out) == [
+        ("c", "controlPlane", V32, ["c-1"]),
+        ("c", "controlPlane", V31, ["c-2"]),
+        ("c", "controlPlane", V32, ["c-3"]),
+    ]

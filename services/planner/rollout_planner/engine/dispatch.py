@@ -97,13 +97,23 @@ def _has_pending(stage: StageRec, start: int, track: int) -> bool:
 def _dispatch_partition(
     state: EngineState, stage: StageRec, partition: PartitionRec, track: int, waits: list[WaitTuple]
 ) -> None:
-    for version in sorted(partition.pending[track]):
-        heap = partition.pending[track][version]
-        while heap:
-            if not _dispatch_batch(state, stage=stage, partition=partition, track=track, version=version, waits=waits):
-                break
-        if not heap:
-            del partition.pending[track][version]
+    """GATE-1: the next clusters of the partition, in member order: each batch goes to the version of
+    the first cluster waiting, and takes that version's next clusters (one version per batch)."""
+    pending = partition.pending[track]
+    held: set[Version] = set()  # versions whose next batch cannot go now
+    while True:
+        heads = []
+        for version, heap in list(pending.items()):
+            head = _valid_head(state, heap, track, version)
+            if head is None:
+                del pending[version]
+            elif version not in held:
+                heads.append((head.name, version))
+        if not heads:
+            return
+        _, version = min(heads)
+        if not _dispatch_batch(state, stage=stage, partition=partition, track=track, version=version, waits=waits):
+            held.add(version)
 
 
 def _valid_head(state: EngineState, heap: list[str], track: int, version: Version) -> ClusterRec | None:
