@@ -410,6 +410,10 @@ def _load_stage(state: EngineState, stage: Any, raw: dict[str, Any]) -> None:
     stage.forced_run = raw["forcedRun"]
     stage.handed = {(name, track): position for name, track, position in raw["handed"]}
     rebuild_stage(state, stage, list(raw["names"]))
+    # recounting the targets sets a run's overtaken anew; how its last cluster left is a fact (SOAK-4c)
+    for track, runs in enumerate(raw["runs"]):
+        for r in runs:
+            stage.runs[track][r["rollout"]].overtaken = r.get("overtaken", False)
 
 
 def _load_offer(raw: dict[str, Any]) -> Offer:
