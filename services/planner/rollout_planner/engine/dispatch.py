@@ -19,6 +19,7 @@ from rollout_planner.engine.model import (
     PartitionRec,
     Run,
     StageRec,
+    hands_out,
     put,
 )
 from rollout_planner.engine.tally import refresh, set_queued
@@ -146,7 +147,7 @@ def _dispatch_batch(
     if head is None:
         return False
     run = stage.runs[track].get(head.target_run[track] or "")
-    if run is None or not run.dispatchable or state.rollouts[run.rollout_id].paused:
+    if run is None or not hands_out(run, state.rollouts[run.rollout_id]) or state.rollouts[run.rollout_id].paused:
         if run is not None and (run.state is StageState.PAUSED or state.rollouts[run.rollout_id].paused):
             waits.append((WaitRule.OPS_1_PAUSED.value, partition.name, {"reason": run.reason}))
         return False

@@ -419,6 +419,17 @@ class RolloutRec:
         return sorted(set((self.by_minor or {}).values()))
 
 
+def hands_out(run: Run, rollout: RolloutRec) -> bool:
+    """Whether the run hands out batches now (pause aside): IN_PROGRESS; past it, the clusters its
+    forced soak left behind (SOAK-4), and late members (SEQ-6a) only while its rollout is active: a
+    rollout that has ended or was cancelled starts nothing new."""
+    if run.state is StageState.IN_PROGRESS:
+        return True
+    if not run.dispatchable:
+        return False
+    return run.forced or rollout.state in (RolloutState.RUNNING, RolloutState.PAUSED)
+
+
 @dataclass(order=True, slots=True)
 class Timer:
     """Due at `at`; at one instant, stages in order and control planes before nodes (SOAK-1)."""

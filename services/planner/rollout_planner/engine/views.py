@@ -8,7 +8,7 @@ from rollout_common.quantity import resolve
 from rollout_common.status import TRACKS, ClusterStatus, IneligibleType, PauseType, StageReason, StageState
 from rollout_common.status_words import version_mismatch_reason
 from rollout_planner.engine.eligibility import offered_versions
-from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState, StageRec
+from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState, StageRec, hands_out
 from rollout_planner.engine.reasons import describe_waits, window_waits
 
 # most pressing first: the overall status of a cluster is the first of its two tracks' in this order
@@ -70,7 +70,7 @@ def _targeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track: i
         return ClusterStatus.PAUSED, PauseType.USER.value if run.reason == "USER" else run.reason
     if track == NODES and target is not None and cluster.versions[CP] < target:
         return ClusterStatus.PENDING, "waits for its control plane (SOAK-1)"
-    handing_out = run is not None and (run.active or run.dispatchable)
+    handing_out = run is not None and (run.active or hands_out(run, state.rollouts[run.rollout_id]))
     if run is None or not handing_out or (cluster.partition or 0) >= reached_partitions(state, stage, track):
         return ClusterStatus.PENDING, f"target {target}; partition not reached"
     return ClusterStatus.OUT_OF_SYNC, f"target {target}; waiting for a batch slot"
