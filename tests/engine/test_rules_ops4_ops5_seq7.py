@@ -148,14 +148,17 @@ def test_seq_7_membership_is_re_evaluated_and_an_upgrade_in_flight_goes_on() -> 
 # STAT-4
 
 
-def test_stat_4_a_release_with_nothing_to_do_ends_at_once_saying_so() -> None:
+def test_stat_4_a_release_with_nothing_to_do_stays_active_with_its_first_stage_stuck() -> None:
+    """SOAK-4b, OPS-1: a STUCK first stage is evaluated again when the inventory changes, so its
+    rollout is still active (it can be paused, resumed and cancelled), not COMPLETED."""
     d = failing()
     out = d.release({"1.28": "1.29.1-gke.100"})
-    assert rollout_states(out)[-1] == (
-        "main-1",
-        "COMPLETED",
-        "nothing to do: no cluster of stage a is eligible for its versions",
-    )
+    assert rollout_states(out) == [("main-1", "RUNNING", "started by event rel-1")]
+    assert [(s, t, state) for s, t, state, _ in transitions(out)] == [
+        ("a", "controlPlane", "STUCK"),
+        ("a", "nodes", "STUCK"),
+    ]
+    assert d.state.rollouts["main-1"].state.value == "RUNNING"
 
 
 def test_stat_4_a_rollout_ends_when_its_last_run_ends() -> None:
@@ -224,15 +227,17 @@ def test_bus_7_untimed_readiness_keeps_todays_behaviour() -> None:
     assert not d.state.clusters["a-1"].awaiting_ready
 
 
-def test_ops_4_a_failed_upgrade_waits_for_a_retry_even_when_a_newer_version_arrives() -> None:
+def test_ops_4_a_failed_upgrade_waits_for_a_retry_until_its_run_is_withdrawn() -> None:
+    """A failure holds its target until a retry; a withdrawn run (OPS-1 cancel) frees the cluster, and
+    a newer rollout then takes it (a newer rollout's own offer takes it over at once: SOAK-4c)."""
     d = failing()
     d.release(REL)
-    d.finish(["a-1"], CP, at=10 * MIN, outcome="failed")
-    newer = "1.31.14-gke.100"
-    out = d.release({"1.30": newer}, event_id="r2", at=20 * MIN)
+    out = d.finish(["a-1"], CP, at=10 * MIN, outcome="failed")
     assert all("a-1" not in c for *_, c in advances(out))
     assert d.state.clusters["a-1"].failed[0] == "boom"
     assert d.state.clusters["a-1"].target_run[0] == "main-1"
-    # its run withdrawn (OPS-1 cancel), the cluster is free again: the newer rollout takes it
     out = d.command("cancel", at=30 * MIN, command_id="c1", rollout_id="main-1")
+    assert d.state.clusters["a-1"].failed[0] is None
+    newer = "1.31.14-gke.100"
+    out = d.release({"1.30": newer}, event_id="r2", at=40 * MIN)
     assert ("a", "controlPlane", newer, ["a-1"]) in advances(out)

@@ -19,6 +19,7 @@ from rollout_planner.engine.model import (
     PartitionRec,
     Run,
     StageRec,
+    hands_out,
     put,
 )
 from rollout_planner.engine.tally import refresh, set_queued
@@ -103,13 +104,23 @@ def _has_pending(state: EngineState, stage: StageRec, start: int, track: int) ->
 def _dispatch_partition(
     state: EngineState, stage: StageRec, partition: PartitionRec, track: int, waits: list[WaitTuple]
 ) -> None:
-    for version in sorted(partition.pending[track]):
-        heap = partition.pending[track][version]
-        while heap:
-            if not _dispatch_batch(state, stage=stage, partition=partition, track=track, version=version, waits=waits):
-                break
-        if not heap:
-            del partition.pending[track][version]
+    """GATE-1: the next clusters of the partition, in member order: each batch goes to the version of
+    the first cluster waiting, and takes that version's next clusters (one version per batch)."""
+    pending = partition.pending[track]
+    held: set[Version] = set()  # versions whose next batch cannot go now
+    while True:
+        heads = []
+        for version, heap in list(pending.items()):
+            head = _valid_head(state, heap, track, version, partition.index)
+            if head is None:
+                del pending[version]
+            elif version not in held:
+                heads.append((head.name, version))
+        if not heads:
+            return
+        _, version = min(heads)
+        if not _dispatch_batch(state, stage=stage, partition=partition, track=track, version=version, waits=waits):
+            held.add(version)
 
 
 def _valid_head(state: EngineState, heap: list[str], track: int, version: Version, at: int) -> ClusterRec | None:
@@ -144,7 +155,7 @@ def _dispatch_batch(
     if head is None:
         return False
     run = stage.runs[track].get(head.target_run[track] or "")
-    if run is None or not run.dispatchable or state.rollouts[run.rollout_id].paused:
+    if run is None or not hands_out(run, state.rollouts[run.rollout_id]) or state.rollouts[run.rollout_id].paused:
         if run is not None and (run.state is StageState.PAUSED or state.rollouts[run.rollout_id].paused):
             waits.append((WaitRule.OPS_1_PAUSED.value, partition.name, {"reason": run.reason}))
         return False

@@ -289,6 +289,10 @@ class Offer:
     on_demand: bool = False
 
 
+# the run states in which a run hands out batches (see Run.dispatchable)
+_HANDING_OUT = frozenset((StageState.IN_PROGRESS, StageState.SOAKING, StageState.FORCED_SOAKING, StageState.COMPLETE))
+
+
 @dataclass(slots=True)
 class Run:
     """One rollout's run of one track through one stage (STAT-2)."""
@@ -307,7 +311,9 @@ class Run:
     working: set[Version] = field(default_factory=set)
     upgraded: set[Version] = field(default_factory=set)
     remaining: int = 0
-    superseded: int = 0
+    # SOAK-4c: the last cluster it had left to upgrade went to a newer rollout (a cluster it upgrades
+    # or takes on itself clears it): with nothing left, such a run is overtaken, not finished
+    overtaken: bool = False
     failures: int = 0
     qualified: Version | None = None
     offered: Version | None = None
@@ -329,10 +335,11 @@ class Run:
 
     @property
     def dispatchable(self) -> bool:
-        """IN_PROGRESS, or force-soaked: SOAK-4 keeps upgrading the clusters left behind."""
-        if self.state is StageState.IN_PROGRESS:
-            return True
-        return self.forced and self.state in (StageState.FORCED_SOAKING, StageState.COMPLETE)
+        """IN_PROGRESS, or past it with stragglers: a run that has soaked or completed still hands out
+        to the clusters it targets, the ones its forced soak left behind (SOAK-4) and late members
+        that joined the stage after it finished (SEQ-6a). Neither changes its state or what it
+        qualified."""
+        return self.state in _HANDING_OUT
 
     @property
     def soaking(self) -> bool:
@@ -410,6 +417,17 @@ class RolloutRec:
         if self.version is not None:
             return [self.version]
         return sorted(set((self.by_minor or {}).values()))
+
+
+def hands_out(run: Run, rollout: RolloutRec) -> bool:
+    """Whether the run hands out batches now (pause aside): IN_PROGRESS; past it, the clusters its
+    forced soak left behind (SOAK-4), and late members (SEQ-6a) only while its rollout is active: a
+    rollout that has ended or was cancelled starts nothing new."""
+    if run.state is StageState.IN_PROGRESS:
+        return True
+    if not run.dispatchable:
+        return False
+    return run.forced or rollout.state in (RolloutState.RUNNING, RolloutState.PAUSED)
 
 
 @dataclass(order=True, slots=True)

@@ -6,7 +6,7 @@ from rollout_common.commands import CommandAck, RolloutTransition
 from rollout_common.events import OperatorCommand
 from rollout_common.status import RolloutState, StageReason, StageState
 from rollout_common.version import VersionError, parse_version
-from rollout_planner.engine.lifecycle import complete, soak_seconds, update_rollout
+from rollout_planner.engine.lifecycle import recompute_soak, update_rollout
 from rollout_planner.engine.model import TRACK_INDEXES, EngineState, RolloutRec, Run, StageRec, put, put_count
 from rollout_planner.engine.runs import transition
 from rollout_planner.engine.tally import refresh
@@ -93,6 +93,7 @@ def _resume(state: EngineState, rollout: RolloutRec) -> None:
 def _cancel(state: EngineState, rollout: RolloutRec) -> None:
     rollout.state = RolloutState.CANCELLED
     state.emit(RolloutTransition(rollout_id=rollout.id, state=rollout.state, reason="cancelled by an operator"))
+    _open_unreached(state, rollout)
     touched: set[int] = set()
     for run in _runs_of(state, rollout.id):
         if not run.terminal:
@@ -107,6 +108,20 @@ def _cancel(state: EngineState, rollout: RolloutRec) -> None:
             release_failed(state, cluster, rollout.id)
             retarget(state, cluster)
         state.dirty.add(index)
+
+
+def _open_unreached(state: EngineState, rollout: RolloutRec) -> None:
+    """OPS-1: every stage and track of the rollout is cancelled, the ones its version never reached
+    too: each gets the run it would have had, PENDING, for the cancel to end (in rollout order among
+    the stage's runs, so a newer rollout's run there stays the stage's latest)."""
+    for stage in state.stages:
+        for track in rollout.tracks:
+            runs = stage.runs[track]
+            if rollout.id in runs:
+                continue
+            run = Run(rollout.id, stage.index, track, StageState.PENDING, "", opened_at=state.now)
+            older = {k: r for k, r in runs.items() if state.rollouts[k].number < rollout.number}
+            stage.runs[track] = {**older, rollout.id: run, **{k: r for k, r in runs.items() if k not in older}}
 
 
 def _retry(state: EngineState, command: OperatorCommand, rollouts: list[RolloutRec]) -> str | None:
@@ -167,16 +182,9 @@ def _soak_override(state: EngineState, command: OperatorCommand) -> str | None:
     state.soak_overrides[(stage.spec.name, version.text)] = command.soak
     for track in TRACK_INDEXES:
         for run in list(stage.runs[track].values()):
-            if run.soaking and run.qualified == version and run.soak_started is not None:
+            if run.qualified == version:
                 # OPS-2: the remaining soak is recomputed from when the soak began
-                run.soak_end = run.soak_started + soak_seconds(state, stage, version)
-                if run.soak_end <= state.now:
-                    complete(state, run)
-                else:
-                    state.add_run_timer(
-                        run.soak_end, "soak", stage=run.stage, track=run.track, rollout_id=run.rollout_id
-                    )
-                    transition(state, run, run.state, StageReason.ALL_UPGRADED, detail="soak override applied")
+                recompute_soak(state, run, detail="soak override applied")
     for rollout_id in list(state.rollouts):
         update_rollout(state, rollout_id)
     return None

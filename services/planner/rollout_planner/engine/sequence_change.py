@@ -9,9 +9,19 @@ from rollout_common.events import SequenceChange
 from rollout_common.sequence import Sequence
 from rollout_planner.engine.errors import EngineInvariantError
 from rollout_planner.engine.inventory import rebuild_stage
-from rollout_planner.engine.model import NO_FLAGS, NO_PAIR, TRACK_INDEXES, EngineState, StageRec, Timer, put
+from rollout_planner.engine.lifecycle import receive_qualified, recompute_soak
+from rollout_planner.engine.model import (
+    NO_FLAGS,
+    NO_PAIR,
+    TRACK_INDEXES,
+    EngineState,
+    StageRec,
+    Timer,
+    put,
+    put_count,
+)
 from rollout_planner.engine.partitioning import assign_stages
-from rollout_planner.engine.tally import recount_departed
+from rollout_planner.engine.tally import recount_departed, refresh
 
 
 def apply_sequence_change(state: EngineState, event: SequenceChange) -> None:
@@ -28,9 +38,12 @@ def apply_sequence_change(state: EngineState, event: SequenceChange) -> None:
 
 def _active(stage: StageRec) -> bool:
     """A run not ended here (STUCK included: it starts again when the inventory changes, SOAK-4b),
-    one still handing out after its forced soak, or an upgrade handed out and still in flight."""
+    one still handing out to stragglers (left behind by its forced soak, or late members, SEQ-6a),
+    or an upgrade handed out and still in flight."""
     return bool(stage.handed) or any(
-        not r.terminal or r.dispatchable for t in TRACK_INDEXES for r in stage.runs[t].values()
+        not r.terminal or (r.dispatchable and (r.forced or r.remaining > 0))
+        for t in TRACK_INDEXES
+        for r in stage.runs[t].values()
     )
 
 
@@ -57,7 +70,20 @@ def _refusal(state: EngineState, new: Sequence) -> str | None:
         inserted = [n for n in new_before if n not in old_names]
         if inserted:
             return f"stage {name} has an active run; a new stage {inserted[0]} cannot be put before it"
-    return None
+    return _conflict(state, new)
+
+
+def _conflict(state: EngineState, new: Sequence) -> str | None:
+    """SEQ-2: a definition that would put a cluster of the inventory in two stages is refused (an
+    inventory change that does it leaves the cluster in neither, and says so)."""
+    conflicts = assign_stages(new, list(state.clusters.values()), state.groups.values()).conflicts
+    if not conflicts:
+        return None
+    name = min(conflicts)
+    stages = conflicts[name]
+    more = f" (and {len(conflicts) - 1} more clusters)" if len(conflicts) > 1 else ""
+    listed = f"{', '.join(stages[:-1])} and {stages[-1]}"
+    return f"cluster {name} would be in stages {listed}{more}; a cluster belongs to one stage (SEQ-2)"
 
 
 def _replace(state: EngineState, new: Sequence) -> None:
@@ -82,7 +108,7 @@ def _replace(state: EngineState, new: Sequence) -> None:
     state.stages = stages
     state.stage_by_name = {s.spec.name: s for s in stages}
     _remap_timers(state, moved)
-    _reset_clusters(state, moved)
+    failed = _reset_clusters(state, moved)
     membership = assign_stages(new, list(state.clusters.values()))
     for name, conflict in membership.conflicts.items():
         state.emit(
@@ -97,8 +123,14 @@ def _replace(state: EngineState, new: Sequence) -> None:
         grouped.setdefault(index, []).append(name)
     for stage in stages:
         rebuild_stage(state, stage, grouped.get(stage.index, []))
+    _settle_failed(state, failed)
     for stage in stages:
         recount_departed(state, stage)  # once every cluster is placed again
+    for stage in stages:
+        for track in TRACK_INDEXES:  # a changed soak applies to the soaks under way
+            for run in list(stage.runs[track].values()):
+                recompute_soak(state, run, detail="soak changed by the sequence (SEQ-7)", unchanged_too=False)
+        receive_qualified(state, stage)  # a new stage behind a qualified version starts with it
     state.dirty = set(range(len(stages)))  # indexes of the old definition mean nothing now
 
 
@@ -116,14 +148,23 @@ def _remap_timers(state: EngineState, moved: dict[int, int]) -> None:
     state.timers = timers
 
 
-def _reset_clusters(state: EngineState, moved: dict[int, int]) -> None:
-    """Every cluster out of every stage; an upgrade in flight stays with the run that handed it out."""
+def _reset_clusters(state: EngineState, moved: dict[int, int]) -> dict[tuple[str, int], int]:
+    """Every cluster out of every stage; an upgrade in flight stays with the run that handed it out.
+
+    A failed upgrade keeps its target (OPS-4: until a retry, GATE-2: not done until the forced soak):
+    returned as (cluster, track) -> the stage it failed in, by its new index, for `_settle_failed`."""
+    failed: dict[tuple[str, int], int] = {}
     for cluster in [*state.clusters.values(), *state.departed.values()]:
+        stage_before = None if cluster.partition is None else cluster.stage
         cluster.stage = cluster.partition = None
         cluster.queued = NO_FLAGS
         cluster.available, cluster.not_done = True, NO_FLAGS
         for track in TRACK_INDEXES:
             origin = cluster.origin[track]
+            kept = cluster.failed[track] is not None and cluster.target_run[track] is not None
+            if kept and stage_before in moved and cluster.name in state.clusters:
+                failed[(cluster.name, track)] = moved[stage_before]
+                continue
             if cluster.running[track] is None or origin is None:
                 cluster.target = put(cluster.target, track, None)
                 cluster.target_run = put(cluster.target_run, track, None)
@@ -140,3 +181,19 @@ def _reset_clusters(state: EngineState, moved: dict[int, int]) -> None:
                 run.remaining += 1
         if cluster.origin == (None, None):
             cluster.origin = NO_PAIR
+    return failed
+
+
+def _settle_failed(state: EngineState, failed: dict[tuple[str, int], int]) -> None:
+    """A failed target counts for its run again when the cluster stays in the stage it failed in;
+    one that moved follows its new membership without it (SEQ-6a), FAILED there until a retry."""
+    for (name, track), index in failed.items():
+        cluster = state.clusters[name]
+        run = state.stages[index].runs[track].get(cluster.target_run[track] or "")
+        if cluster.stage == index and cluster.partition is not None and run is not None:
+            run.remaining += 1
+            continue
+        cluster.target = put(cluster.target, track, None)
+        cluster.target_run = put(cluster.target_run, track, None)
+        cluster.retries = put_count(cluster.retries, track, 0)
+        refresh(state, cluster)

@@ -244,7 +244,7 @@ def _run(r: Run) -> dict[str, Any]:
         "forced": r.forced,
         "working": sorted(v.text for v in r.working),
         "upgraded": sorted(v.text for v in r.upgraded),
-        "superseded": r.superseded,
+        "overtaken": r.overtaken,
         "failures": r.failures,
         "qualified": _v(r.qualified),
         "offered": _v(r.offered),
@@ -410,6 +410,10 @@ def _load_stage(state: EngineState, stage: Any, raw: dict[str, Any]) -> None:
     stage.forced_run = raw["forcedRun"]
     stage.handed = {(name, track): position for name, track, position in raw["handed"]}
     rebuild_stage(state, stage, list(raw["names"]))
+    # recounting the targets sets a run's overtaken anew; how its last cluster left is a fact (SOAK-4c)
+    for track, runs in enumerate(raw["runs"]):
+        for r in runs:
+            stage.runs[track][r["rollout"]].overtaken = r.get("overtaken", False)
 
 
 def _load_offer(raw: dict[str, Any]) -> Offer:
@@ -435,7 +439,7 @@ def _load_run(raw: dict[str, Any]) -> Run:
         soak_started=raw["soakStarted"],
         soak_end=raw["soakEnd"],
         forced=raw["forced"],
-        superseded=raw["superseded"],
+        overtaken=raw.get("overtaken", False),
         failures=raw["failures"],
         qualified=_pv(raw["qualified"]),
         offered=_pv(raw["offered"]),
