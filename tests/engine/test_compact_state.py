@@ -48,7 +48,7 @@ def _view(state: Any) -> object:
         (p.unavailable, p.not_done, p.queued_unavailable, [{v: sorted(h) for v, h in q.items()} for q in p.pending])
         for p in stage_rec.partitions
     ]
-    runs = [(r.remaining, r.superseded, sorted(r.working)) for t in stage_rec.runs for r in t.values()]
+    runs = [(r.remaining, r.overtaken, sorted(r.working)) for t in stage_rec.runs for r in t.values()]
     return clusters, partitions, runs, sorted(state.dirty)
 
 

@@ -148,14 +148,17 @@ def test_seq_7_membership_is_re_evaluated_and_an_upgrade_in_flight_goes_on() -> 
 # STAT-4
 
 
-def test_stat_4_a_release_with_nothing_to_do_ends_at_once_saying_so() -> None:
+def test_stat_4_a_release_with_nothing_to_do_stays_active_with_its_first_stage_stuck() -> None:
+    """SOAK-4b, OPS-1: a STUCK first stage is evaluated again when the inventory changes, so its
+    rollout is still active (it can be paused, resumed and cancelled), not COMPLETED."""
     d = failing()
     out = d.release({"1.28": "1.29.1-gke.100"})
-    assert rollout_states(out)[-1] == (
-        "main-1",
-        "COMPLETED",
-        "nothing to do: no cluster of stage a is eligible for its versions",
-    )
+    assert rollout_states(out) == [("main-1", "RUNNING", "started by event rel-1")]
+    assert [(s, t, state) for s, t, state, _ in transitions(out)] == [
+        ("a", "controlPlane", "STUCK"),
+        ("a", "nodes", "STUCK"),
+    ]
+    assert d.state.rollouts["main-1"].state.value == "RUNNING"
 
 
 def test_stat_4_a_rollout_ends_when_its_last_run_ends() -> None:

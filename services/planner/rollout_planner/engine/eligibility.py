@@ -53,13 +53,18 @@ def best_target(state: EngineState, stage: StageRec, cluster: ClusterRec, track:
     return best
 
 
-def would_take(offer: Offer, cluster: ClusterRec, track: int) -> bool:
-    """Whether this offer alone would upgrade the cluster (used to tell SUPERSEDED from STUCK)."""
+def would_take(offer: Offer, cluster: ClusterRec, track: int, *, upgrades_cp: bool) -> bool:
+    """Whether this offer alone would upgrade the cluster (used to tell SUPERSEDED from STUCK).
+
+    Nodes never go above their control plane (VER-6): above the version it runs only as far as this
+    offer may take the control plane itself, which a rollout without the control-plane track never
+    does (`upgrades_cp`). A node version no control plane of the stage may reach is no one's (VER-5)."""
     if offer.rollout_id in cluster.done_by[track]:
         return False
-    planned_cp = (
-        cluster.versions[CP] if track == CP else max([cluster.versions[CP], *offered_versions(offer, cluster, CP)])
-    )
+    planned_cp = cluster.versions[CP]
+    if track != CP and upgrades_cp:
+        reachable = [v for v in offered_versions(offer, cluster, CP) if allowed(cluster, CP, v, planned_cp)]
+        planned_cp = max([planned_cp, *reachable])
     return any(allowed(cluster, track, v, planned_cp) for v in offered_versions(offer, cluster, track))
 
 

@@ -104,6 +104,7 @@ def _drop_targets(stage: StageRec, cluster: ClusterRec) -> None:
         run = stage.runs[track].get(cluster.target_run[track] or "")
         if run is not None:
             run.remaining -= 1
+            run.overtaken = False  # it left the stage: no newer rollout took it (SOAK-4c)
         cluster.target = put(cluster.target, track, None)
         cluster.target_run = put(cluster.target_run, track, None)
         cluster.retries = put_count(cluster.retries, track, 0)

@@ -31,10 +31,12 @@ def reach_stage(state: EngineState, stage: StageRec, offers: dict[int, Offer]) -
             if older.state is StageState.STUCK and _newer(state, offer.rollout_id, than=older.rollout_id):
                 withdraw(state, stage, older, StageReason.SUPERSEDED)
         stage.runs[track][offer.rollout_id] = run
+        # the offer stands whatever the stage holds now: a cluster that joins later is offered it
+        # (SOAK-4b: a stuck first stage starts; SEQ-6a: a late member of a completed run)
+        run.offer = offer
         if not stage.members and not stage.no_partition:
             _empty_stage(state, stage, run)
             continue
-        run.offer = offer
         stage.forced_run[track] = None
         opened.append((run, offer))
     if not opened:
@@ -84,7 +86,8 @@ def _begin(state: EngineState, stage: StageRec, run: Run, offer: Offer) -> None:
         return
     # no cluster took this version: find out why (rare, so scanning the stage here is fine)
     members = [state.clusters[n] for n in stage.members]
-    takers = [c for c in members if would_take(offer, c, run.track)]
+    upgrades_cp = CP in state.rollouts[run.rollout_id].tracks
+    takers = [c for c in members if would_take(offer, c, run.track, upgrades_cp=upgrades_cp)]
     if any(on_offered(offer, c, run.track) for c in members):
         _start(state, run)
     elif run.track == NODES and any(c.target_run[NODES] is None for c in takers):
@@ -102,8 +105,15 @@ def _begin(state: EngineState, stage: StageRec, run: Run, offer: Offer) -> None:
             run,
             StageState.STUCK,
             StageReason.INCOMPATIBLE_VERSION,
-            detail=f"offered {run.offered}, members on {_version_summary(state, stage, run.track)}",
+            detail=_stuck_detail(state, stage, run),
         )
+
+
+def _stuck_detail(state: EngineState, stage: StageRec, run: Run) -> str:
+    text = f"offered {run.offered}, members on {_version_summary(state, stage, run.track)}"
+    if run.track == NODES:  # nodes never go above their control plane (VER-6): say where those are
+        text += f" (control planes on {_version_summary(state, stage, CP)})"
+    return text
 
 
 def _version_summary(state: EngineState, stage: StageRec, track: int) -> str:
@@ -148,14 +158,10 @@ def _live(state: EngineState, run: Run) -> bool:
 
 
 def revisit_stuck(state: EngineState, stage: StageRec, track: int) -> None:
-    """SOAK-4b: a stuck run is evaluated again when versions or the inventory change."""
+    """SOAK-4b: a stuck run is evaluated again when versions or the inventory change: it starts once
+    a member is targeted at its versions (one joined an empty first stage, or became eligible)."""
     for run in stage.runs[track].values():
-        if (
-            run.state is StageState.STUCK
-            and run.reason == StageReason.INCOMPATIBLE_VERSION.value
-            and run.remaining
-            and _live(state, run)
-        ):
+        if run.state is StageState.STUCK and run.remaining and _live(state, run):
             _start(state, run)
 
 
@@ -164,7 +170,7 @@ def finish_if_done(state: EngineState, stage: StageRec, track: int) -> None:
     for run in list(stage.runs[track].values()):
         if not run.active or run.remaining > 0 or run.awaiting_cp or _older_active(state, stage, run):
             continue
-        if run.superseded:
+        if run.overtaken:
             withdraw(state, stage, run, StageReason.SUPERSEDED)
             continue
         forced = stage.forced_run[track] is not None
@@ -177,7 +183,7 @@ def finish_if_done(state: EngineState, stage: StageRec, track: int) -> None:
                 run,
                 StageState.STUCK,
                 StageReason.INCOMPATIBLE_VERSION,
-                detail=f"offered {run.offered}, members on {_version_summary(state, stage, run.track)}",
+                detail=_stuck_detail(state, stage, run),
             )
             update_rollout(state, run.rollout_id)
             continue
@@ -235,6 +241,26 @@ def complete(state: EngineState, run: Run) -> None:
     qualify_downstream(state, run)
 
 
+def receive_qualified(state: EngineState, stage: StageRec) -> None:
+    """SEQ-7: a stage put behind a track that has already qualified a version of a running rollout
+    (appended after it completed) receives that version now, as if it had been there all along."""
+    if stage.index == 0:
+        return
+    upstream = state.stages[stage.index - 1]
+    for rollout in list(state.rollouts.values()):  # in creation order
+        if rollout.state not in (RolloutState.RUNNING, RolloutState.PAUSED):
+            continue
+        offers: dict[int, Offer] = {}
+        for track in rollout.tracks:
+            run = upstream.runs[track].get(rollout.id)
+            if run is None or run.state is not StageState.COMPLETE or run.qualified is None:
+                continue
+            if rollout.id not in stage.runs[track]:
+                offers[track] = Offer(rollout.id, version=run.qualified)
+        if offers:
+            reach_stage(state, stage, offers)
+
+
 def qualify_downstream(state: EngineState, run: Run) -> None:
     """VER-2: the next stage's same track receives the qualified version."""
     nxt = run.stage + 1
@@ -264,12 +290,9 @@ def update_rollout(state: EngineState, rollout_id: str) -> None:
         _end(state, rollout_id, "every stage completed")
         return
     runs = [s.runs[t][rollout_id] for s in state.stages for t in rollout.tracks if rollout_id in s.runs[t]]
-    # a STUCK run downstream waits for the inventory or a version to change (SOAK-4b, VER-5)
-    if any(not r.terminal and not (r.state is StageState.STUCK and r.stage == 0) for r in runs):
-        return
-    if all(r.stage == 0 and r.state is StageState.STUCK for r in runs):
-        stage = state.stages[0].spec.name
-        _end(state, rollout_id, f"nothing to do: no cluster of stage {stage} is eligible for its versions")
+    # a STUCK run, the first stage's included, waits for the inventory or a version to change
+    # (SOAK-4b, VER-5): the rollout stays active (OPS-1) until then, a cancel, or a newer rollout
+    if any(not r.terminal for r in runs):
         return
     ended = sorted(
         {f"{state.stages[r.stage].spec.name} {r.state.value}" for r in runs if r.state is not StageState.COMPLETE}

@@ -307,7 +307,9 @@ class Run:
     working: set[Version] = field(default_factory=set)
     upgraded: set[Version] = field(default_factory=set)
     remaining: int = 0
-    superseded: int = 0
+    # SOAK-4c: the last cluster it had left to upgrade went to a newer rollout (a cluster it upgrades
+    # or takes on itself clears it): with nothing left, such a run is overtaken, not finished
+    overtaken: bool = False
     failures: int = 0
     qualified: Version | None = None
     offered: Version | None = None

@@ -80,6 +80,7 @@ def _succeeded(state: EngineState, cluster: ClusterRec, track: int, version: Ver
         cluster.done_by = put(cluster.done_by, track, cluster.done_by[track] | {target_run})
     if run is not None:
         run.remaining -= 1  # done for the run that handed it out, wherever it belongs now (SEQ-6a)
+        run.overtaken = False  # it upgraded this one itself (SOAK-4c)
         run.upgraded.add(version)
     refresh(state, cluster)
     retarget(state, cluster)
@@ -92,6 +93,7 @@ def _failed(state: EngineState, cluster: ClusterRec, track: int, error: str, run
         # now on it follows its new membership
         if run is not None:
             run.remaining -= 1
+            run.overtaken = False  # it left the stage: no newer rollout took it (SOAK-4c)
         cluster.target = put(cluster.target, track, None)
         cluster.target_run = put(cluster.target_run, track, None)
         cluster.retries = put_count(cluster.retries, track, 0)

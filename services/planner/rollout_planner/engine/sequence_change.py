@@ -9,9 +9,19 @@ from rollout_common.events import SequenceChange
 from rollout_common.sequence import Sequence
 from rollout_planner.engine.errors import EngineInvariantError
 from rollout_planner.engine.inventory import rebuild_stage
-from rollout_planner.engine.model import NO_FLAGS, NO_PAIR, TRACK_INDEXES, EngineState, StageRec, Timer, put
+from rollout_planner.engine.lifecycle import receive_qualified
+from rollout_planner.engine.model import (
+    NO_FLAGS,
+    NO_PAIR,
+    TRACK_INDEXES,
+    EngineState,
+    StageRec,
+    Timer,
+    put,
+    put_count,
+)
 from rollout_planner.engine.partitioning import assign_stages
-from rollout_planner.engine.tally import recount_departed
+from rollout_planner.engine.tally import recount_departed, refresh
 
 
 def apply_sequence_change(state: EngineState, event: SequenceChange) -> None:
@@ -82,7 +92,7 @@ def _replace(state: EngineState, new: Sequence) -> None:
     state.stages = stages
     state.stage_by_name = {s.spec.name: s for s in stages}
     _remap_timers(state, moved)
-    _reset_clusters(state, moved)
+    failed = _reset_clusters(state, moved)
     membership = assign_stages(new, list(state.clusters.values()))
     for name, conflict in membership.conflicts.items():
         state.emit(
@@ -97,8 +107,11 @@ def _replace(state: EngineState, new: Sequence) -> None:
         grouped.setdefault(index, []).append(name)
     for stage in stages:
         rebuild_stage(state, stage, grouped.get(stage.index, []))
+    _settle_failed(state, failed)
     for stage in stages:
         recount_departed(state, stage)  # once every cluster is placed again
+    for stage in stages:
+        receive_qualified(state, stage)  # a new stage behind a qualified version starts with it
     state.dirty = set(range(len(stages)))  # indexes of the old definition mean nothing now
 
 
@@ -116,14 +129,23 @@ def _remap_timers(state: EngineState, moved: dict[int, int]) -> None:
     state.timers = timers
 
 
-def _reset_clusters(state: EngineState, moved: dict[int, int]) -> None:
-    """Every cluster out of every stage; an upgrade in flight stays with the run that handed it out."""
+def _reset_clusters(state: EngineState, moved: dict[int, int]) -> dict[tuple[str, int], int]:
+    """Every cluster out of every stage; an upgrade in flight stays with the run that handed it out.
+
+    A failed upgrade keeps its target (OPS-4: until a retry, GATE-2: not done until the forced soak):
+    returned as (cluster, track) -> the stage it failed in, by its new index, for `_settle_failed`."""
+    failed: dict[tuple[str, int], int] = {}
     for cluster in [*state.clusters.values(), *state.departed.values()]:
+        stage_before = None if cluster.partition is None else cluster.stage
         cluster.stage = cluster.partition = None
         cluster.queued = NO_FLAGS
         cluster.available, cluster.not_done = True, NO_FLAGS
         for track in TRACK_INDEXES:
             origin = cluster.origin[track]
+            kept = cluster.failed[track] is not None and cluster.target_run[track] is not None
+            if kept and stage_before in moved and cluster.name in state.clusters:
+                failed[(cluster.name, track)] = moved[stage_before]
+                continue
             if cluster.running[track] is None or origin is None:
                 cluster.target = put(cluster.target, track, None)
                 cluster.target_run = put(cluster.target_run, track, None)
@@ -140,3 +162,19 @@ def _reset_clusters(state: EngineState, moved: dict[int, int]) -> None:
                 run.remaining += 1
         if cluster.origin == (None, None):
             cluster.origin = NO_PAIR
+    return failed
+
+
+def _settle_failed(state: EngineState, failed: dict[tuple[str, int], int]) -> None:
+    """A failed target counts for its run again when the cluster stays in the stage it failed in;
+    one that moved follows its new membership without it (SEQ-6a), FAILED there until a retry."""
+    for (name, track), index in failed.items():
+        cluster = state.clusters[name]
+        run = state.stages[index].runs[track].get(cluster.target_run[track] or "")
+        if cluster.stage == index and cluster.partition is not None and run is not None:
+            run.remaining += 1
+            continue
+        cluster.target = put(cluster.target, track, None)
+        cluster.target_run = put(cluster.target_run, track, None)
+        cluster.retries = put_count(cluster.retries, track, 0)
+        refresh(state, cluster)

@@ -71,8 +71,8 @@ def _retarget_track(state: EngineState, cluster: ClusterRec, track: int, memo: T
         run = stage.runs[track].get(old_run)
         if run is not None:
             run.remaining -= 1
-            if new_run is not None and new_run != old_run:
-                run.superseded += 1
+            if new_run != old_run:
+                run.overtaken = new_run is not None and _newer(state, new_run, than=old_run)
     if cluster.target[track] is not None:
         # a wait for a window was for the old target's kind of upgrade
         cluster.waiting_until = put(cluster.waiting_until, track, None)
@@ -84,6 +84,12 @@ def _retarget_track(state: EngineState, cluster: ClusterRec, track: int, memo: T
         if run is not None:
             run.remaining += 1
             run.working.add(new_version)
+            if new_run != old_run:
+                run.overtaken = False
+
+
+def _newer(state: EngineState, rollout_id: str, *, than: str) -> bool:
+    return state.rollouts[rollout_id].number > state.rollouts[than].number
 
 
 def enqueue(state: EngineState, cluster: ClusterRec, track: int) -> None:
@@ -149,7 +155,7 @@ class _Change:
         self.before = before  # kept alive for the pass, so no id in the key is reused
         self.writes: list[tuple[str, object]] = []
         self.counts: list[tuple[str, int, int]] = []  # (counter, track or -1, step) on its partition
-        self.runs: list[tuple[Run, int, int]] = []  # (run, remaining step, superseded step)
+        self.runs: list[tuple[Run, int, bool]] = []  # (run, remaining step, overtaken after)
         self.pushes: list[tuple[int, Version]] = []
         self.dirties = False  # whether it left its stage to dispatch again
 
@@ -173,7 +179,7 @@ def _learn(state: EngineState, stage: StageRec, cluster: ClusterRec, before: tup
     partition = stage.partitions[cluster.partition]
     runs = [r for track in stage.runs for r in track.values()]
     counts0, heaps0 = _partition_counts(partition), _heap_sizes(partition)
-    runs0 = [(r.remaining, r.superseded) for r in runs]
+    runs0 = [(r.remaining, r.overtaken) for r in runs]
     retarget(state, cluster)
     change = _Change(before)
     after = _fields_of(cluster)
@@ -183,9 +189,9 @@ def _learn(state: EngineState, stage: StageRec, cluster: ClusterRec, before: tup
     for (counter, track), old_count, new_count in zip(names, counts0, _partition_counts(partition), strict=True):
         if new_count != old_count:
             change.counts.append((counter, track, new_count - old_count))
-    for run, (remaining, superseded) in zip(runs, runs0, strict=True):
-        if (run.remaining, run.superseded) != (remaining, superseded):
-            change.runs.append((run, run.remaining - remaining, run.superseded - superseded))
+    for run, (remaining, overtaken) in zip(runs, runs0, strict=True):
+        if (run.remaining, run.overtaken) != (remaining, overtaken):
+            change.runs.append((run, run.remaining - remaining, run.overtaken))
     for key, size in _heap_sizes(partition).items():
         change.pushes += [key] * (size - heaps0.get(key, 0))
     # the pass only ever adds to `dirty`: when it was there before, adding it again changes nothing
@@ -224,9 +230,9 @@ def retarget_members(state: EngineState, stage: StageRec, names: list[str]) -> N
                 setattr(partition, counter, getattr(partition, counter) + step)
             else:
                 getattr(partition, counter)[track] += step
-        for run, remaining, superseded in change.runs:
+        for run, remaining, overtaken in change.runs:
             run.remaining += remaining
-            run.superseded += superseded
+            run.overtaken = overtaken
         for track, version in change.pushes:
             partition.push(track, version, name)
         if change.dirties:
