@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from rollout_common.fleet import Cluster, ClusterGroup
+from rollout_common.gates import GatePosition
 from rollout_common.sequence import Sequence, SoakSeconds, check_soak
 from rollout_common.status import Track
 from rollout_common.version import MinorText, VersionText
@@ -43,15 +44,16 @@ class StartRollout(_Event):
 
 
 class OperatorCommand(_Event):
-    """Pause, resume, cancel, retry, or set/clear a soak override (OPS-1..5).
+    """Pause, resume, cancel, retry, set/clear a soak override (OPS-1..5), or approve a gate (CHK-1).
 
     A command that changes a rollout names it (`rolloutId`) or says `all: true` (OPS-5). `retry`
-    narrows to one `cluster` or one `stage` when given (OPS-4).
+    narrows to one `cluster` or one `stage` when given (OPS-4). `approve` names its `stage` and
+    `gate`, and says who approved in `issuedBy` (a person, a pipeline, a ticketing system).
     """
 
     kind: Literal["operator_command"] = "operator_command"
     command_id: str = Field(alias="commandId", min_length=1)
-    action: Literal["pause", "resume", "cancel", "soak_override", "retry"]
+    action: Literal["pause", "resume", "cancel", "soak_override", "retry", "approve"]
     rollout_id: str | None = Field(default=None, alias="rolloutId")
     all_rollouts: bool = Field(default=False, alias="all", description="apply to every active rollout (OPS-5)")
     stage: str | None = None
@@ -61,6 +63,8 @@ class OperatorCommand(_Event):
     version: str | None = None
     soak: SoakSeconds | None = Field(default=None, description="seconds; None clears the override")
     issued_by: str | None = Field(default=None, alias="issuedBy")
+    gate: GatePosition | None = Field(default=None, description="approve: the gate approved (CHK-1)")
+    comment: str | None = Field(default=None, description="approve: why, in the approver's words (CHK-1)")
 
     @field_validator("soak", mode="before")
     @classmethod

@@ -20,6 +20,7 @@ from pydantic import (
 
 from rollout_common.checks import Check
 from rollout_common.duration import DAY, DURATION_PATTERN, parse_duration
+from rollout_common.gates import Approval
 from rollout_common.quantity import (
     POSITIVE_COUNT_OR_PERCENT_SCHEMA,
     CountOrPercent,
@@ -188,6 +189,8 @@ class Stage(BaseModel):
     # CHK-2. Left out of a dump when empty, so a sequence without checks reads and writes exactly
     # as before the field existed (snapshots, sequence comparisons).
     checks: tuple[Check, ...] = Field(default=(), exclude_if=lambda checks: not checks)
+    # CHK-1, left out of a dump when no gate is set (as `checks`)
+    approval: Approval = Field(default_factory=Approval, exclude_if=lambda approval: not approval.any)
 
     @field_validator("checks", mode="wrap")
     @classmethod
