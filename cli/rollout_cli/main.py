@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from rollout_cli import configdoc, demo, fleet_import, offline, operator
+from rollout_cli import approve, configdoc, demo, fleet_import, offline, operator
 from rollout_cli.exit_codes import table
 
 
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     offline.register(sub)
     demo.register(sub)
     operator.register(sub)
+    approve.register(sub)
     configdoc.register(sub)
     fleet_import.register(sub)
     return parser
