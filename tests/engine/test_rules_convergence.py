@@ -6,6 +6,7 @@ from __future__ import annotations
 from enginekit import (
     CP,
     DAY,
+    HOUR,
     MIN,
     NODES,
     V30,
@@ -21,10 +22,12 @@ from enginekit import (
 
 from rollout_common.commands import Command, RolloutTransition, StageTransition
 from rollout_common.events import Event, SequenceChange
+from rollout_common.status import ClusterStatus
 from rollout_planner.engine.audit import audit
-from rollout_planner.engine.views import stage_view
+from rollout_planner.engine.views import cluster_status, stage_track_state, stage_view
 
 V29 = "1.29.9-gke.100"
+V31_20 = "1.31.20-gke.500"
 V32_3 = "1.32.3-gke.100"
 V32_5 = "1.32.5-gke.200"
 INCOMPATIBLE = "no cluster of the stage is eligible for any qualified version"
@@ -205,3 +208,91 @@ def test_soak_4b_an_empty_first_stage_starts_when_a_cluster_joins_it() -> None:
         ("a", "nodes", "IN_PROGRESS"),
     ]
     assert advances(out) == [("a", "controlPlane", V31, ["a-1"])]
+
+
+# SEQ-6a
+
+
+def test_seq_6a_a_cluster_joining_a_completed_stage_is_upgraded_as_a_late_member() -> None:
+    """a's run completed and qualified 1.31.13; a-2 joins a then: main-1 upgrades it (both tracks,
+    under a's strategy) while a stays COMPLETE and its qualified version does not change."""
+    d = Audited(sequence(stage("a", soak="0d"), stage("b", soak="1d")), [cluster("a-1"), cluster("b-1")])
+    d.release({"1.30": V31})
+    d.finish(["a-1"], CP, at=10 * MIN, ready=True)
+    out = d.finish(["a-1"], NODES, at=40 * MIN, ready=True)
+    assert ("a", "nodes", "COMPLETE", V31) in transitions(out)
+    out = d.upsert(cluster("a-2"), at=DAY)
+    assert transitions(out) == []
+    assert advances(out) == [("a", "controlPlane", V31, ["a-2"])]
+    out = d.finish(["a-2"], CP, at=DAY + 10 * MIN, ready=True)
+    assert transitions(out) == [] and advances(out) == [("a", "nodes", V31, ["a-2"])]
+    d.finish(["a-2"], NODES, at=DAY + 40 * MIN, ready=True)
+    a = d.state.stages[0]
+    assert [(r.state.value, r.qualified) for t in (0, 1) for r in a.runs[t].values()] == [
+        ("COMPLETE", d.state.clusters["a-1"].versions[0]),
+        ("COMPLETE", d.state.clusters["a-1"].versions[1]),
+    ]
+    assert stage_view(d.state, a)["tracks"]["nodes"]["counts"] == {"COMPLETE": 2}
+
+
+def test_soak_4c_a_newer_rollout_takes_over_a_cluster_that_failed_in_an_older_one() -> None:
+    """a-1's upgrade to 1.31.13 failed in main-1; main-2 offers 1.31.20: a-1 goes out again at once,
+    a new attempt at the newer target, and main-1, with nothing left there, is overtaken."""
+    d = Audited(sequence(stage("a", soak="1d")), [cluster("a-1"), cluster("a-2")])
+    d.release({"1.30": V31})
+    d.send(d.result("a-1", CP, "failed"), d.result("a-2", CP), at=10 * MIN)
+    out = d.release({"1.30": V31_20, "1.31": V31_20}, at=HOUR, event_id="rel-2")
+    assert reasons(out) == [
+        ("a", "controlPlane", "IN_PROGRESS", V31_20, "the version reached the stage"),
+        ("a", "nodes", "IN_PROGRESS", V31_20, "the version reached the stage"),
+        ("a", "controlPlane", "CANCELLED", V31, "every cluster it still had to upgrade now goes to a newer version"),
+    ]
+    assert advances(out) == [("a", "controlPlane", V31_20, ["a-1"])]  # a-2's nodes still upgrade
+    assert d.state.clusters["a-1"].failed == (None, None)
+
+
+# OPS-1
+
+
+def test_ops_1_cancel_marks_every_stage_and_track_not_complete_cancelled_the_unreached_ones_too() -> None:
+    d = Audited(
+        sequence(stage("a", soak="0d"), stage("b", soak="1d"), stage("c", soak="1d")),
+        [cluster("a-1"), cluster("b-1"), cluster("c-1")],
+    )
+    d.release({"1.30": V31})
+    d.finish(["a-1"], CP, at=10 * MIN, ready=True)  # a's control plane completes, b's starts
+    out = d.command("cancel", at=HOUR, command_id="c1", rollout_id="main-1")
+    assert acks(out) == [("c1", True, "cancel applied")]
+    assert [(s, t, state) for s, t, state, _, _ in reasons(out)] == [
+        ("a", "nodes", "CANCELLED"),
+        ("b", "controlPlane", "CANCELLED"),
+        ("b", "nodes", "CANCELLED"),
+        ("c", "controlPlane", "CANCELLED"),
+        ("c", "nodes", "CANCELLED"),
+    ]
+    assert {s.spec.name: [stage_track_state(s, t) for t in (0, 1)] for s in d.state.stages} == {
+        "a": ["COMPLETE", "CANCELLED"],
+        "b": ["CANCELLED", "CANCELLED"],
+        "c": ["CANCELLED", "CANCELLED"],
+    }
+    assert cluster_status(d.state, d.state.clusters["c-1"]) == (
+        ClusterStatus.PENDING,
+        "rollout main-1 was cancelled before its version reached this stage (OPS-1)",
+    )
+
+
+def test_ops_1_a_rollout_stuck_at_an_empty_first_stage_is_active_paused_resumed_and_cancelled() -> None:
+    d = Audited(sequence(stage("a", soak="0d"), stage("b", soak="0d")), [cluster("b-1")])
+    d.release({"1.30": V31})
+    out = d.command("pause", at=MIN, command_id="c1", rollout_id="main-1")
+    out += d.command("resume", at=2 * MIN, command_id="c2", rollout_id="main-1")
+    out += d.command("cancel", at=3 * MIN, command_id="c3", rollout_id="main-1")
+    assert acks(out) == [("c1", True, "pause applied"), ("c2", True, "resume applied"), ("c3", True, "cancel applied")]
+    assert rollout_ends(out) == [
+        ("main-1", "PAUSED", "paused by an operator"),
+        ("main-1", "CANCELLED", "cancelled by an operator"),
+    ]
+    assert {s.spec.name: [stage_track_state(s, t) for t in (0, 1)] for s in d.state.stages} == {
+        "a": ["CANCELLED", "CANCELLED"],
+        "b": ["CANCELLED", "CANCELLED"],
+    }

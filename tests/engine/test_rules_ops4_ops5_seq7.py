@@ -227,15 +227,17 @@ def test_bus_7_untimed_readiness_keeps_todays_behaviour() -> None:
     assert not d.state.clusters["a-1"].awaiting_ready
 
 
-def test_ops_4_a_failed_upgrade_waits_for_a_retry_even_when_a_newer_version_arrives() -> None:
+def test_ops_4_a_failed_upgrade_waits_for_a_retry_until_its_run_is_withdrawn() -> None:
+    """A failure holds its target until a retry; a withdrawn run (OPS-1 cancel) frees the cluster, and
+    a newer rollout then takes it (a newer rollout's own offer takes it over at once: SOAK-4c)."""
     d = failing()
     d.release(REL)
-    d.finish(["a-1"], CP, at=10 * MIN, outcome="failed")
-    newer = "1.31.14-gke.100"
-    out = d.release({"1.30": newer}, event_id="r2", at=20 * MIN)
+    out = d.finish(["a-1"], CP, at=10 * MIN, outcome="failed")
     assert all("a-1" not in c for *_, c in advances(out))
     assert d.state.clusters["a-1"].failed[0] == "boom"
     assert d.state.clusters["a-1"].target_run[0] == "main-1"
-    # its run withdrawn (OPS-1 cancel), the cluster is free again: the newer rollout takes it
     out = d.command("cancel", at=30 * MIN, command_id="c1", rollout_id="main-1")
+    assert d.state.clusters["a-1"].failed[0] is None
+    newer = "1.31.14-gke.100"
+    out = d.release({"1.30": newer}, event_id="r2", at=40 * MIN)
     assert ("a", "controlPlane", newer, ["a-1"]) in advances(out)

@@ -290,6 +290,20 @@ class Offer:
     on_demand: bool = False
 
 
+# the run states in which a run hands out batches (see Run.dispatchable)
+# A run waiting at its `after` gate (CHK-1) hands out to its stragglers as a soaking one does; one
+# waiting at its `before` gate targets no cluster yet, so it has nothing to hand out.
+_HANDING_OUT = frozenset(
+    (
+        StageState.IN_PROGRESS,
+        StageState.SOAKING,
+        StageState.FORCED_SOAKING,
+        StageState.AWAITING_APPROVAL,
+        StageState.COMPLETE,
+    )
+)
+
+
 @dataclass(slots=True)
 class Run:
     """One rollout's run of one track through one stage (STAT-2)."""
@@ -334,15 +348,11 @@ class Run:
 
     @property
     def dispatchable(self) -> bool:
-        """IN_PROGRESS, or force-soaked: SOAK-4 keeps upgrading the clusters left behind."""
-        if self.state is StageState.IN_PROGRESS:
-            return True
-        # a force-soaked run waiting for its `after` approval (CHK-1) still upgrades those clusters
-        return self.forced and self.state in (
-            StageState.FORCED_SOAKING,
-            StageState.AWAITING_APPROVAL,
-            StageState.COMPLETE,
-        )
+        """IN_PROGRESS, or past it with stragglers: a run that has soaked or completed still hands out
+        to the clusters it targets, the ones its forced soak left behind (SOAK-4) and late members
+        that joined the stage after it finished (SEQ-6a). Neither changes its state or what it
+        qualified."""
+        return self.state in _HANDING_OUT
 
     @property
     def soaking(self) -> bool:

@@ -100,6 +100,7 @@ def _resume(state: EngineState, rollout: RolloutRec) -> None:
 def _cancel(state: EngineState, rollout: RolloutRec) -> None:
     rollout.state = RolloutState.CANCELLED
     state.emit(RolloutTransition(rollout_id=rollout.id, state=rollout.state, reason="cancelled by an operator"))
+    _open_unreached(state, rollout)
     touched: set[int] = set()
     for run in _runs_of(state, rollout.id):
         if not run.terminal:
@@ -114,6 +115,20 @@ def _cancel(state: EngineState, rollout: RolloutRec) -> None:
             release_failed(state, cluster, rollout.id)
             retarget(state, cluster)
         state.dirty.add(index)
+
+
+def _open_unreached(state: EngineState, rollout: RolloutRec) -> None:
+    """OPS-1: every stage and track of the rollout is cancelled, the ones its version never reached
+    too: each gets the run it would have had, PENDING, for the cancel to end (in rollout order among
+    the stage's runs, so a newer rollout's run there stays the stage's latest)."""
+    for stage in state.stages:
+        for track in rollout.tracks:
+            runs = stage.runs[track]
+            if rollout.id in runs:
+                continue
+            run = Run(rollout.id, stage.index, track, StageState.PENDING, "", opened_at=state.now)
+            older = {k: r for k, r in runs.items() if state.rollouts[k].number < rollout.number}
+            stage.runs[track] = {**older, rollout.id: run, **{k: r for k, r in runs.items() if k not in older}}
 
 
 def _retry(state: EngineState, command: OperatorCommand, rollouts: list[RolloutRec]) -> str | None:

@@ -113,8 +113,9 @@ def _failed(state: EngineState, cluster: ClusterRec, track: int, error: str, run
                 StageReason.FAILURE_BUDGET,
                 detail=f"{run.failures} failed, maxFailures resolves to {limit} (GATE-6)",
             )
-    if moved:
-        retarget(state, cluster)  # its new stage's view of it (it stays FAILED there, OPS-4)
+    # its new stage's view of it when it moved (it stays FAILED there, OPS-4); in its own stage, a
+    # newer rollout's offer takes it over at once with a new attempt (SOAK-4c)
+    retarget(state, cluster)
 
 
 def _wake_other_track(state: EngineState, cluster: ClusterRec, track: int) -> None:

@@ -38,9 +38,12 @@ def apply_sequence_change(state: EngineState, event: SequenceChange) -> None:
 
 def _active(stage: StageRec) -> bool:
     """A run not ended here (STUCK included: it starts again when the inventory changes, SOAK-4b),
-    one still handing out after its forced soak, or an upgrade handed out and still in flight."""
+    one still handing out to stragglers (left behind by its forced soak, or late members, SEQ-6a),
+    or an upgrade handed out and still in flight."""
     return bool(stage.handed) or any(
-        not r.terminal or r.dispatchable for t in TRACK_INDEXES for r in stage.runs[t].values()
+        not r.terminal or (r.dispatchable and (r.forced or r.remaining > 0))
+        for t in TRACK_INDEXES
+        for r in stage.runs[t].values()
     )
 
 

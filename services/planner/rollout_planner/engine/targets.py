@@ -41,8 +41,6 @@ def retarget(state: EngineState, cluster: ClusterRec, memo: TargetMemo | None = 
 def _retarget_track(state: EngineState, cluster: ClusterRec, track: int, memo: TargetMemo | None) -> None:
     if cluster.running[track] is not None or cluster.stage is None:
         return  # the running upgrade decides; re-evaluated when it reports back
-    if cluster.failed[track] is not None:
-        return  # a failed upgrade keeps its target until an operator retries it (OPS-4)
     stage = state.stages[cluster.stage]
     if memo is None:
         best = best_target(state, stage, cluster, track)
@@ -58,6 +56,13 @@ def _retarget_track(state: EngineState, cluster: ClusterRec, track: int, memo: T
         if found is None:
             found = memo[key] = (best_target(state, stage, cluster, track), pairs)
         best = found[0]
+    if cluster.failed[track] is not None:
+        # a failed upgrade keeps its target until an operator retries it (OPS-4), or until a newer
+        # rollout takes the cluster over with a new attempt at its own target (SOAK-4c)
+        failed_run = cluster.target_run[track]
+        if best is None or failed_run is None or not _newer(state, best[1], than=failed_run):
+            return
+        cluster.failed = put(cluster.failed, track, None)
     new_version, new_run = (None, None) if best is None else best
     old_version = cluster.target[track]
     if (new_version is old_version or new_version == old_version) and new_run == cluster.target_run[track]:

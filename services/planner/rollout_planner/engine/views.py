@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rollout_common.quantity import resolve
-from rollout_common.status import TRACKS, ClusterStatus, IneligibleType, PauseType, StageState
+from rollout_common.status import TRACKS, ClusterStatus, IneligibleType, PauseType, StageReason, StageState
 from rollout_common.status_words import version_mismatch_reason
 from rollout_planner.engine.eligibility import offered_versions
 from rollout_planner.engine.gates.approvals import approval_waits, gate_views
@@ -71,7 +71,8 @@ def _targeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track: i
         return ClusterStatus.PAUSED, PauseType.USER.value if run.reason == "USER" else run.reason
     if track == NODES and target is not None and cluster.versions[CP] < target:
         return ClusterStatus.PENDING, "waits for its control plane (SOAK-1)"
-    if run is None or not run.active or (cluster.partition or 0) >= reached_partitions(state, stage, track):
+    handing_out = run is not None and (run.active or run.dispatchable)
+    if run is None or not handing_out or (cluster.partition or 0) >= reached_partitions(state, stage, track):
         return ClusterStatus.PENDING, f"target {target}; partition not reached"
     return ClusterStatus.OUT_OF_SYNC, f"target {target}; waiting for a batch slot"
 
@@ -88,7 +89,7 @@ def _untargeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track:
     candidates = [v for o in stage.offers(track) for v in offered_versions(o, cluster, track)]
     if not candidates:
         if not stage.offers(track):
-            return ClusterStatus.PENDING, "no version has reached this stage yet"
+            return ClusterStatus.PENDING, _nothing_offered(state, stage, track)
         return ClusterStatus.INELIGIBLE, IneligibleType.INCOMPATIBLE_VERSION.value
     current = cluster.versions[track]
     if current in candidates:
@@ -96,6 +97,16 @@ def _untargeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track:
     if all(v < current for v in candidates):
         return ClusterStatus.SKIPPED_NEWER, f"already on {current}, newer than {max(candidates)}"
     return ClusterStatus.INELIGIBLE, IneligibleType.INCOMPATIBLE_VERSION.value
+
+
+def _nothing_offered(state: EngineState, stage: StageRec, track: int) -> str:
+    """Why no version is held out to the stage's members: none came yet, or its rollout was cancelled."""
+    run = stage.latest_run(track)
+    if run is not None and run.state is StageState.CANCELLED and run.reason == StageReason.USER.value:
+        if run.started_at is None:
+            return f"rollout {run.rollout_id} was cancelled before its version reached this stage (OPS-1)"
+        return f"rollout {run.rollout_id} was cancelled (OPS-1); the next release reaches this stage"
+    return "no version has reached this stage yet"
 
 
 def cluster_status(state: EngineState, cluster: ClusterRec) -> StatusPair:
