@@ -50,6 +50,7 @@ def test_chk_1_run_state_machine_table_has_awaiting_approval() -> None:
     assert not allowed(StageState.IN_PROGRESS, StageState.AWAITING_APPROVAL)
     assert ALLOWED[StageState.AWAITING_APPROVAL] == frozenset(
         {
+            StageState.PENDING,
             StageState.IN_PROGRESS,
             StageState.PAUSED,
             StageState.STUCK,

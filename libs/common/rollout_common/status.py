@@ -70,6 +70,7 @@ class StageReason(str, Enum):
     APPROVAL_BEFORE = "APPROVAL_BEFORE"  # CHK-1: waiting for the approval to start the stage
     APPROVAL_AFTER = "APPROVAL_AFTER"  # CHK-1: soaked, waiting for the approval to qualify downstream
     APPROVED = "APPROVED"
+    START_WINDOW = "START_WINDOW"  # CHK-3: PENDING until the stage's start window opens
 
 
 class RolloutState(str, Enum):
@@ -95,3 +96,4 @@ class WaitRule(str, Enum):
     VER_5_STUCK = "VER-5"
     SOAK_5_EMPTY_FIRST_STAGE = "SOAK-5"
     CHK_1_APPROVAL = "CHK-1"
+    CHK_3_START_WINDOW = "CHK-3"

@@ -7,6 +7,7 @@ from rollout_common.status import RolloutState, StageReason, StageState
 from rollout_common.version import Version
 from rollout_planner.engine.eligibility import on_offered, would_take
 from rollout_planner.engine.gates.approvals import hold_after, hold_before
+from rollout_planner.engine.gates.start_windows import held_by_window, hold_for_window
 from rollout_planner.engine.model import CP, MAX_UPGRADE_TIME, NODES, EngineState, Offer, Run, StageRec
 from rollout_planner.engine.runs import transition
 from rollout_planner.engine.targets import TargetMemo, release_failed, retarget, retarget_members
@@ -41,6 +42,8 @@ def admit(state: EngineState, stage: StageRec, arrived: list[tuple[Run, Offer]])
     """Runs let into the stage take up their offers: retarget members, start or stick (SOAK-5 when empty)."""
     opened: list[tuple[Run, Offer]] = []
     for run, offer in arrived:
+        if hold_for_window(state, stage, run, offer):
+            continue
         run.held_offer = None
         # the offer stands whatever the stage holds now: a cluster that joins later is offered it
         # (SOAK-4b: a stuck first stage starts; SEQ-6a: a late member of a completed run)
@@ -290,6 +293,12 @@ def on_deadline(state: EngineState, run: Run) -> None:
     """SOAK-4: 30 days after the track started, soak anyway."""
     if run.active and run.started_at is not None and run.started_at + MAX_UPGRADE_TIME <= state.now:
         start_soak(state, run, forced=True)
+
+
+def on_window_timer(state: EngineState, run: Run) -> None:
+    """CHK-3: the stage's start window opened; a run still waiting for it goes in."""
+    if held_by_window(run) and run.held_offer is not None and _live(state, run):
+        admit(state, state.stages[run.stage], [(run, run.held_offer)])
 
 
 def on_soak_timer(state: EngineState, run: Run) -> None:
