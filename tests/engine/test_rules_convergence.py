@@ -9,6 +9,7 @@ from enginekit import (
     HOUR,
     MIN,
     NODES,
+    T0,
     V30,
     V31,
     Driver,
@@ -296,3 +297,47 @@ def test_ops_1_a_rollout_stuck_at_an_empty_first_stage_is_active_paused_resumed_
         "a": ["CANCELLED", "CANCELLED"],
         "b": ["CANCELLED", "CANCELLED"],
     }
+
+
+CHANGED = "soak changed by the sequence (SEQ-7)"
+
+
+def test_seq_7_a_changed_soak_reaches_a_soak_under_way() -> None:
+    """a soaks 7 days from 10m; a change to 3 days at 1d recomputes the end from when the soak began
+    (as OPS-2 does), announced with the new end; at 3d10m it completes and qualifies for b."""
+    seq = lambda soak: sequence(stage("a", soak=soak), stage("b", soak="1d"))  # noqa: E731
+    d = Audited(seq("7d"), [cluster("a-1"), cluster("b-1")])
+    d.start(V31, (CP,))
+    out = d.finish(["a-1"], CP, at=10 * MIN, ready=True)
+    assert [(c.state.value, c.until) for c in out if isinstance(c, StageTransition)] == [
+        ("SOAKING", T0 + 10 * MIN + 7 * DAY)
+    ]
+    out = d.send(SequenceChange(command_id="s1", sequence=seq("3d")), at=DAY)
+    assert acks(out) == [("s1", True, "sequence change applied")]
+    assert [(c.stage, c.state.value, c.until, c.reason) for c in out if isinstance(c, StageTransition)] == [
+        ("a", "SOAKING", T0 + 10 * MIN + 3 * DAY, f"all eligible clusters upgraded: {CHANGED}")
+    ]
+    out = d.wake(at=10 * MIN + 3 * DAY)
+    assert transitions(out) == [("a", "controlPlane", "COMPLETE", V31), ("b", "controlPlane", "IN_PROGRESS", V31)]
+    # shortened below what has already elapsed: complete at once
+    d2 = Audited(seq("7d"), [cluster("a-1"), cluster("b-1")])
+    d2.start(V31, (CP,))
+    d2.finish(["a-1"], CP, at=10 * MIN, ready=True)
+    out = d2.send(SequenceChange(command_id="s1", sequence=seq("0d")), at=DAY)
+    assert transitions(out) == [("a", "controlPlane", "COMPLETE", V31), ("b", "controlPlane", "IN_PROGRESS", V31)]
+
+
+# SEQ-2
+
+
+def test_seq_2_a_sequence_change_that_puts_a_cluster_in_two_stages_is_refused_with_that_reason() -> None:
+    seq = sequence(stage("a", soak="0d"), stage("b", soak="0d"))
+    d = Audited(seq, [cluster("a-1"), cluster("a-2"), cluster("b-1")])
+    d.release({"1.30": V31})
+    both = sequence(stage("a", soak="0d"), stage("b", soak="0d", clusterNames=["a-2", "b-1"]))
+    out = d.send(SequenceChange(command_id="s1", sequence=both), at=MIN)
+    assert acks(out) == [
+        ("s1", False, "cluster a-2 would be in stages a and b; a cluster belongs to one stage (SEQ-2)")
+    ]
+    assert d.state.sequence == seq
+    assert d.state.clusters["a-2"].stage == 0

@@ -249,6 +249,24 @@ def start_soak(state: EngineState, run: Run, *, forced: bool) -> None:
         state.add_run_timer(run.soak_end, "soak", stage=run.stage, track=run.track, rollout_id=run.rollout_id)
 
 
+def recompute_soak(state: EngineState, run: Run, *, detail: str, unchanged_too: bool = True) -> None:
+    """The soak under way ends its new soak time after it began (OPS-2 override, SEQ-7 change): at
+    once when that has passed, else at the new end, announced. `unchanged_too`: announce it even
+    when the end stays where it was (an override was applied, and says so)."""
+    if not run.soaking or run.soak_started is None:
+        return
+    end = run.soak_started + soak_seconds(state, state.stages[run.stage], run.qualified)
+    if end == run.soak_end and not unchanged_too:
+        return
+    run.soak_end = end
+    if end <= state.now:
+        complete(state, run)
+        return
+    state.add_run_timer(end, "soak", stage=run.stage, track=run.track, rollout_id=run.rollout_id)
+    reason = StageReason.MAX_UPGRADE_TIME if run.state is StageState.FORCED_SOAKING else StageReason.ALL_UPGRADED
+    transition(state, run, run.state, reason, detail=detail)
+
+
 def complete(state: EngineState, run: Run) -> None:
     """The soak ended: COMPLETE, unless the stage's `after` gate waits for an approval (CHK-1)."""
     if not hold_after(state, run):

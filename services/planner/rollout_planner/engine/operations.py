@@ -7,7 +7,7 @@ from rollout_common.events import OperatorCommand
 from rollout_common.status import RolloutState, StageReason, StageState
 from rollout_common.version import VersionError, parse_version
 from rollout_planner.engine.gates.approve import approve
-from rollout_planner.engine.lifecycle import complete, soak_seconds, update_rollout
+from rollout_planner.engine.lifecycle import recompute_soak, update_rollout
 from rollout_planner.engine.model import TRACK_INDEXES, EngineState, RolloutRec, Run, StageRec, put, put_count
 from rollout_planner.engine.runs import transition
 from rollout_planner.engine.tally import refresh
@@ -189,16 +189,9 @@ def _soak_override(state: EngineState, command: OperatorCommand) -> str | None:
     state.soak_overrides[(stage.spec.name, version.text)] = command.soak
     for track in TRACK_INDEXES:
         for run in list(stage.runs[track].values()):
-            if run.soaking and run.qualified == version and run.soak_started is not None:
+            if run.qualified == version:
                 # OPS-2: the remaining soak is recomputed from when the soak began
-                run.soak_end = run.soak_started + soak_seconds(state, stage, version)
-                if run.soak_end <= state.now:
-                    complete(state, run)
-                else:
-                    state.add_run_timer(
-                        run.soak_end, "soak", stage=run.stage, track=run.track, rollout_id=run.rollout_id
-                    )
-                    transition(state, run, run.state, StageReason.ALL_UPGRADED, detail="soak override applied")
+                recompute_soak(state, run, detail="soak override applied")
     for rollout_id in list(state.rollouts):
         update_rollout(state, rollout_id)
     return None

@@ -9,7 +9,7 @@ from rollout_common.events import SequenceChange
 from rollout_common.sequence import Sequence
 from rollout_planner.engine.errors import EngineInvariantError
 from rollout_planner.engine.inventory import rebuild_stage
-from rollout_planner.engine.lifecycle import receive_qualified
+from rollout_planner.engine.lifecycle import receive_qualified, recompute_soak
 from rollout_planner.engine.model import (
     NO_FLAGS,
     NO_PAIR,
@@ -70,7 +70,20 @@ def _refusal(state: EngineState, new: Sequence) -> str | None:
         inserted = [n for n in new_before if n not in old_names]
         if inserted:
             return f"stage {name} has an active run; a new stage {inserted[0]} cannot be put before it"
-    return None
+    return _conflict(state, new)
+
+
+def _conflict(state: EngineState, new: Sequence) -> str | None:
+    """SEQ-2: a definition that would put a cluster of the inventory in two stages is refused (an
+    inventory change that does it leaves the cluster in neither, and says so)."""
+    conflicts = assign_stages(new, list(state.clusters.values()), state.groups.values()).conflicts
+    if not conflicts:
+        return None
+    name = min(conflicts)
+    stages = conflicts[name]
+    more = f" (and {len(conflicts) - 1} more clusters)" if len(conflicts) > 1 else ""
+    listed = f"{', '.join(stages[:-1])} and {stages[-1]}"
+    return f"cluster {name} would be in stages {listed}{more}; a cluster belongs to one stage (SEQ-2)"
 
 
 def _replace(state: EngineState, new: Sequence) -> None:
@@ -114,6 +127,9 @@ def _replace(state: EngineState, new: Sequence) -> None:
     for stage in stages:
         recount_departed(state, stage)  # once every cluster is placed again
     for stage in stages:
+        for track in TRACK_INDEXES:  # a changed soak applies to the soaks under way
+            for run in list(stage.runs[track].values()):
+                recompute_soak(state, run, detail="soak changed by the sequence (SEQ-7)", unchanged_too=False)
         receive_qualified(state, stage)  # a new stage behind a qualified version starts with it
     state.dirty = set(range(len(stages)))  # indexes of the old definition mean nothing now
 
