@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     # here, not at the top: see the docstring
     from rollout_cli import (
         apply,
+        approve,
         configdoc,
         demo,
         fleet_import,
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     watch.register(sub)
     apply.register(sub)
     schemas.register(sub)
+    approve.register(sub)
     configdoc.register(sub)
     fleet_import.register(sub)
     return parser

@@ -125,7 +125,7 @@ def _digest(state: EngineState) -> dict[str, Any]:
                     {k: v for k, v in live.items() if v},
                 )
             )
-        runs = [(r.rollout_id, r.state.value, r.remaining, r.superseded) for t in stage.runs for r in t.values()]
+        runs = [(r.rollout_id, r.state.value, r.remaining, r.overtaken) for t in stage.runs for r in t.values()]
         stages.append((list(stage.members), list(stage.no_partition), parts, runs, dict(stage.handed)))
     # availability and queue flags count only in a partition: a cluster in none (PART-2, or no stage)
     # keeps whatever it had, which a recompute happens to reset

@@ -115,6 +115,19 @@ async def test_ops3_a_rejected_soak_override_names_the_stage(
     assert code == 0 and out.rstrip().endswith(f"canary / {NEW} set to 1h: soak_override applied")
 
 
+async def test_chk1_an_approve_of_a_stage_without_that_gate_is_rejected_with_the_reason_and_exit_1(
+    planned: System, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = await _cli(
+        capsys, "approve", "--rollout", "svc-1", "--stage", "prod", "--gate", "before", "--by", "alice", *planned.common
+    )
+    assert (code, out) == (1, "")
+    assert err.startswith("rejected: approve cmd-")
+    assert err.rstrip().endswith(
+        "the before gate of stage prod for rollout svc-1: stage prod has no before approval gate (CHK-1)"
+    )
+
+
 async def test_no_wait_publishes_and_exits_0_without_an_answer(
     planned: System, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from rollout_common.epoch import EpochSeconds
 from rollout_common.fleet import Cluster, ClusterGroup
+from rollout_common.gates import GatePosition
 from rollout_common.sequence import Sequence, SoakSeconds, check_soak
 from rollout_common.status import Track
 from rollout_common.version import MinorText, VersionText
@@ -44,15 +45,16 @@ class StartRollout(_Event):
 
 
 class OperatorCommand(_Event):
-    """Pause, resume, cancel, retry, or set/clear a soak override (OPS-1..5).
+    """Pause, resume, cancel, retry, set/clear a soak override (OPS-1..5), or approve a gate (CHK-1).
 
     A command that changes a rollout names it (`rolloutId`) or says `all: true` (OPS-5). `retry`
-    narrows to one `cluster` or one `stage` when given (OPS-4).
+    narrows to one `cluster` or one `stage` when given (OPS-4). `approve` names its `stage` and
+    `gate`, and says who approved in `issuedBy` (a person, a pipeline, a ticketing system).
     """
 
     kind: Literal["operator_command"] = "operator_command"
     command_id: str = Field(alias="commandId", min_length=1)
-    action: Literal["pause", "resume", "cancel", "soak_override", "retry"]
+    action: Literal["pause", "resume", "cancel", "soak_override", "retry", "approve"]
     rollout_id: str | None = Field(default=None, alias="rolloutId")
     all_rollouts: bool = Field(default=False, alias="all", description="apply to every active rollout (OPS-5)")
     stage: str | None = None
@@ -62,6 +64,8 @@ class OperatorCommand(_Event):
     version: str | None = None
     soak: SoakSeconds | None = Field(default=None, description="seconds; None clears the override")
     issued_by: str | None = Field(default=None, alias="issuedBy")
+    gate: GatePosition | None = Field(default=None, description="approve: the gate approved (CHK-1)")
+    comment: str | None = Field(default=None, description="approve: why, in the approver's words (CHK-1)")
 
     @field_validator("soak", mode="before")
     @classmethod
@@ -82,7 +86,7 @@ class OperatorCommand(_Event):
 
 
 # The fields that say what an operator command applies to, and which of them each action takes.
-_NARROWING_FIELDS = ("rollout_id", "all_rollouts", "stage", "cluster", "version", "soak")
+_NARROWING_FIELDS = ("rollout_id", "all_rollouts", "stage", "cluster", "version", "soak", "gate")
 _ROLLOUT_WIDE = frozenset({"rollout_id", "all_rollouts"})
 _ACTION_FIELDS: dict[str, frozenset[str]] = {
     "pause": _ROLLOUT_WIDE,
@@ -90,6 +94,7 @@ _ACTION_FIELDS: dict[str, frozenset[str]] = {
     "cancel": _ROLLOUT_WIDE,
     "retry": _ROLLOUT_WIDE | {"stage", "cluster"},
     "soak_override": frozenset({"stage", "version", "soak"}),
+    "approve": _ROLLOUT_WIDE | {"stage", "gate"},
 }
 _WHAT_ACTIONS_TAKE = {
     "pause": "it applies to a whole rollout (rolloutId, or all) (OPS-1, OPS-5)",
@@ -97,6 +102,7 @@ _WHAT_ACTIONS_TAKE = {
     "cancel": "it applies to a whole rollout (rolloutId, or all) (OPS-1, OPS-5)",
     "retry": "it narrows to a stage or a cluster of a rollout (rolloutId, or all) (OPS-4)",
     "soak_override": "an override is for a stage and a version, whatever the rollout (stage, version, soak) (OPS-2)",
+    "approve": "it opens one gate of a stage for a rollout (rolloutId, or all; stage, gate) (CHK-1)",
 }
 
 

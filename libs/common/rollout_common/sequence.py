@@ -20,6 +20,7 @@ from pydantic import (
 
 from rollout_common.checks import Check
 from rollout_common.duration import DAY, DURATION_PATTERN, parse_duration
+from rollout_common.gates import Approval
 from rollout_common.quantity import (
     POSITIVE_COUNT_OR_PERCENT_SCHEMA,
     CountOrPercent,
@@ -28,6 +29,7 @@ from rollout_common.quantity import (
 )
 from rollout_common.selector import FleetLabelSelector, LabelSelector
 from rollout_common.version import VersionText, check_version_text
+from rollout_common.window import MaintenanceWindow
 
 MAX_SOAK = 30 * DAY
 # JSON Schema regexes search, and `$` there also matches before a final newline: the end of text is
@@ -188,6 +190,12 @@ class Stage(BaseModel):
     # CHK-2. Left out of a dump when empty, so a sequence without checks reads and writes exactly
     # as before the field existed (snapshots, sequence comparisons).
     checks: tuple[Check, ...] = Field(default=(), exclude_if=lambda checks: not checks)
+    # CHK-1, left out of a dump when no gate is set (as `checks`)
+    approval: Approval = Field(default_factory=Approval, exclude_if=lambda approval: not approval.any)
+    # CHK-3: a track of the stage starts a version only inside this window; None: any time
+    start_window: MaintenanceWindow | None = Field(
+        default=None, alias="startWindow", exclude_if=lambda window: window is None
+    )
 
     @field_validator("checks", mode="wrap")
     @classmethod

@@ -48,6 +48,7 @@ class StageState(str, Enum):
     IN_PROGRESS = "IN_PROGRESS"
     SOAKING = "SOAKING"
     FORCED_SOAKING = "FORCED_SOAKING"
+    AWAITING_APPROVAL = "AWAITING_APPROVAL"
     COMPLETE = "COMPLETE"
     PAUSED = "PAUSED"
     STUCK = "STUCK"
@@ -66,6 +67,10 @@ class StageReason(str, Enum):
     EMPTY_STAGE_PASS_THROUGH = "EMPTY_STAGE_PASS_THROUGH"
     VERSION_ARRIVED = "VERSION_ARRIVED"
     RESUMED = "RESUMED"
+    APPROVAL_BEFORE = "APPROVAL_BEFORE"  # CHK-1: waiting for the approval to start the stage
+    APPROVAL_AFTER = "APPROVAL_AFTER"  # CHK-1: soaked, waiting for the approval to qualify downstream
+    APPROVED = "APPROVED"
+    START_WINDOW = "START_WINDOW"  # CHK-3: PENDING until the stage's start window opens
 
 
 class RolloutState(str, Enum):
@@ -90,3 +95,5 @@ class WaitRule(str, Enum):
     FAILED_UPGRADES = "FAILED"
     VER_5_STUCK = "VER-5"
     SOAK_5_EMPTY_FIRST_STAGE = "SOAK-5"
+    CHK_1_APPROVAL = "CHK-1"
+    CHK_3_START_WINDOW = "CHK-3"

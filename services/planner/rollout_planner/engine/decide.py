@@ -139,6 +139,8 @@ def _fire_timers(state: EngineState) -> None:
             lifecycle.on_soak_timer(state, run)
         elif timer.kind == "deadline":
             lifecycle.on_deadline(state, run)
+        elif timer.kind == "window":
+            lifecycle.on_window_timer(state, run)
 
 
 def _settle(state: EngineState) -> None:

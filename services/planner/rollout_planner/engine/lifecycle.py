@@ -6,14 +6,16 @@ from rollout_common.commands import RolloutTransition
 from rollout_common.status import RolloutState, StageReason, StageState
 from rollout_common.version import Version
 from rollout_planner.engine.eligibility import on_offered, would_take
+from rollout_planner.engine.gates.approvals import hold_after, hold_before
+from rollout_planner.engine.gates.start_windows import held_by_window, hold_for_window
 from rollout_planner.engine.model import CP, MAX_UPGRADE_TIME, NODES, EngineState, Offer, Run, StageRec
 from rollout_planner.engine.runs import transition
 from rollout_planner.engine.targets import TargetMemo, release_failed, retarget, retarget_members
 
 
 def reach_stage(state: EngineState, stage: StageRec, offers: dict[int, Offer]) -> None:
-    """A version reached this stage on some tracks: open runs, retarget members, start or stick."""
-    opened: list[tuple[Run, Offer]] = []
+    """A version reached this stage on some tracks: open runs; those no `before` gate holds (CHK-1) go in."""
+    arrived: list[tuple[Run, Offer]] = []
     for track, offer in offers.items():
         if track not in state.rollouts[offer.rollout_id].tracks:
             continue
@@ -31,13 +33,25 @@ def reach_stage(state: EngineState, stage: StageRec, offers: dict[int, Offer]) -
             if older.state is StageState.STUCK and _newer(state, offer.rollout_id, than=older.rollout_id):
                 withdraw(state, stage, older, StageReason.SUPERSEDED)
         stage.runs[track][offer.rollout_id] = run
+        if not hold_before(state, stage, run, offer):
+            arrived.append((run, offer))
+    admit(state, stage, arrived)
+
+
+def admit(state: EngineState, stage: StageRec, arrived: list[tuple[Run, Offer]]) -> None:
+    """Runs let into the stage take up their offers: retarget members, start or stick (SOAK-5 when empty)."""
+    opened: list[tuple[Run, Offer]] = []
+    for run, offer in arrived:
+        if hold_for_window(state, stage, run, offer):
+            continue
+        run.held_offer = None
         # the offer stands whatever the stage holds now: a cluster that joins later is offered it
         # (SOAK-4b: a stuck first stage starts; SEQ-6a: a late member of a completed run)
         run.offer = offer
         if not stage.members and not stage.no_partition:
             _empty_stage(state, stage, run)
             continue
-        stage.forced_run[track] = None
+        stage.forced_run[run.track] = None
         opened.append((run, offer))
     if not opened:
         return
@@ -75,9 +89,9 @@ def _empty_stage(state: EngineState, stage: StageRec, run: Run) -> None:
         transition(state, run, StageState.STUCK, StageReason.EMPTY_FIRST_STAGE)
         return
     run.qualified = run.offered
-    run.started_at = run.finished_at = state.now
-    transition(state, run, StageState.COMPLETE, StageReason.EMPTY_STAGE_PASS_THROUGH)
-    qualify_downstream(state, run)
+    run.started_at = state.now
+    if not hold_after(state, run):
+        finish(state, run, StageReason.EMPTY_STAGE_PASS_THROUGH)
 
 
 def _begin(state: EngineState, stage: StageRec, run: Run, offer: Offer) -> None:
@@ -254,8 +268,14 @@ def recompute_soak(state: EngineState, run: Run, *, detail: str, unchanged_too: 
 
 
 def complete(state: EngineState, run: Run) -> None:
+    """The soak ended: COMPLETE, unless the stage's `after` gate waits for an approval (CHK-1)."""
+    if not hold_after(state, run):
+        finish(state, run, StageReason.SOAK_ELAPSED)
+
+
+def finish(state: EngineState, run: Run, reason: StageReason, *, detail: str = "") -> None:
     run.finished_at = state.now
-    transition(state, run, StageState.COMPLETE, StageReason.SOAK_ELAPSED)
+    transition(state, run, StageState.COMPLETE, reason, detail=detail)
     qualify_downstream(state, run)
 
 
@@ -291,6 +311,12 @@ def on_deadline(state: EngineState, run: Run) -> None:
     """SOAK-4: 30 days after the track started, soak anyway."""
     if run.active and run.started_at is not None and run.started_at + MAX_UPGRADE_TIME <= state.now:
         start_soak(state, run, forced=True)
+
+
+def on_window_timer(state: EngineState, run: Run) -> None:
+    """CHK-3: the stage's start window opened; a run still waiting for it goes in."""
+    if held_by_window(run) and run.held_offer is not None and _live(state, run):
+        admit(state, state.stages[run.stage], [(run, run.held_offer)])
 
 
 def on_soak_timer(state: EngineState, run: Run) -> None:

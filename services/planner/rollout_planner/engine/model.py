@@ -9,6 +9,7 @@ from typing import TypeVar
 
 from rollout_common.commands import Command
 from rollout_common.fleet import Cluster, ClusterGroup
+from rollout_common.gates import GatePosition
 from rollout_common.sequence import Sequence, Stage
 from rollout_common.status import RolloutState, StageState
 from rollout_common.version import Minor, Version
@@ -290,7 +291,17 @@ class Offer:
 
 
 # the run states in which a run hands out batches (see Run.dispatchable)
-_HANDING_OUT = frozenset((StageState.IN_PROGRESS, StageState.SOAKING, StageState.FORCED_SOAKING, StageState.COMPLETE))
+# A run waiting at its `after` gate (CHK-1) hands out to its stragglers as a soaking one does; one
+# waiting at its `before` gate targets no cluster yet, so it has nothing to hand out.
+_HANDING_OUT = frozenset(
+    (
+        StageState.IN_PROGRESS,
+        StageState.SOAKING,
+        StageState.FORCED_SOAKING,
+        StageState.AWAITING_APPROVAL,
+        StageState.COMPLETE,
+    )
+)
 
 
 @dataclass(slots=True)
@@ -321,6 +332,8 @@ class Run:
     awaiting_cp: bool = False
     # what the run offers the stage's members; withdrawn when the run is cancelled (SOAK-4c)
     offer: Offer | None = None
+    # CHK-1: the offer a run waiting for its stage's `before` approval takes up once approved
+    held_offer: Offer | None = None
     # GATE-1: the partitions (by position) whose ungated first batch this run has used
     first_batches: set[int] = field(default_factory=set)
     prior: StageState | None = None  # the state it came from, for the audit's transition check
@@ -430,6 +443,20 @@ def hands_out(run: Run, rollout: RolloutRec) -> bool:
     return run.forced or rollout.state in (RolloutState.RUNNING, RolloutState.PAUSED)
 
 
+# CHK-1: a gate belongs to a rollout, a stage (by name) and a position
+GateKey = tuple[str, str, GatePosition]
+
+
+@dataclass(slots=True)
+class GateRec:
+    """An approval gate some run of the rollout reached at the stage: since when, who approved it when."""
+
+    reached_at: float
+    approved_at: float | None = None
+    approved_by: str | None = None
+    comment: str | None = None
+
+
 @dataclass(order=True, slots=True)
 class Timer:
     """Due at `at`; at one instant, stages in order and control planes before nodes (SOAK-1)."""
@@ -464,6 +491,7 @@ class EngineState:
         self.rollouts: dict[str, RolloutRec] = {}
         self.seen_events: set[str] = set()
         self.soak_overrides: dict[tuple[str, str], float | None] = {}  # None: removed (OPS-2)
+        self.gates: dict[GateKey, GateRec] = {}  # CHK-1: approval gates reached, by rollout, stage, position
         self.timers: list[Timer] = []
         self.next_command = 0
         self.dirty: set[int] = set()

@@ -6,6 +6,7 @@ from rollout_common.commands import CommandAck, RolloutTransition
 from rollout_common.events import OperatorCommand
 from rollout_common.status import RolloutState, StageReason, StageState
 from rollout_common.version import VersionError, parse_version
+from rollout_planner.engine.gates.approve import approve
 from rollout_planner.engine.lifecycle import recompute_soak, update_rollout
 from rollout_planner.engine.model import TRACK_INDEXES, EngineState, RolloutRec, Run, StageRec, put, put_count
 from rollout_planner.engine.runs import transition
@@ -17,10 +18,19 @@ def apply_command(state: EngineState, command: OperatorCommand) -> None:
     if command.command_id in state.seen_events:
         return  # OPS-3 acknowledges once; a redelivered command changes nothing
     state.seen_events.add(command.command_id)
-    error = _apply(state, command)
-    state.emit(
-        CommandAck(command_id=command.command_id, accepted=error is None, reason=error or f"{command.action} applied")
-    )
+    if command.action == "approve":
+        accepted, reason = _approve(state, command)
+    else:
+        error = _apply(state, command)
+        accepted, reason = error is None, error or f"{command.action} applied"
+    state.emit(CommandAck(command_id=command.command_id, accepted=accepted, reason=reason))
+
+
+def _approve(state: EngineState, command: OperatorCommand) -> tuple[bool, str]:
+    targets = _targets(state, command)
+    if isinstance(targets, str):
+        return False, targets
+    return approve(state, command, targets)
 
 
 def _apply(state: EngineState, command: OperatorCommand) -> str | None:

@@ -16,12 +16,19 @@ S = StageState
 # from -> the states a run may move to. A soaking run may "move" to its own state: an override
 # (OPS-2) restarts the announcement with a new end.
 ALLOWED: dict[StageState, frozenset[StageState]] = {
-    S.PENDING: frozenset({S.IN_PROGRESS, S.PAUSED, S.STUCK, S.COMPLETE, S.CANCELLED}),
+    # a run held by its stage's start window stays PENDING and says when it opens (CHK-3)
+    S.PENDING: frozenset({S.PENDING, S.IN_PROGRESS, S.PAUSED, S.STUCK, S.COMPLETE, S.CANCELLED, S.AWAITING_APPROVAL}),
     S.IN_PROGRESS: frozenset({S.PAUSED, S.SOAKING, S.FORCED_SOAKING, S.STUCK, S.CANCELLED}),
     S.PAUSED: frozenset({S.IN_PROGRESS, S.SOAKING, S.FORCED_SOAKING, S.STUCK, S.CANCELLED}),
     S.STUCK: frozenset({S.IN_PROGRESS, S.PAUSED, S.CANCELLED}),
-    S.SOAKING: frozenset({S.SOAKING, S.COMPLETE, S.CANCELLED}),
-    S.FORCED_SOAKING: frozenset({S.FORCED_SOAKING, S.COMPLETE, S.CANCELLED}),
+    S.SOAKING: frozenset({S.SOAKING, S.COMPLETE, S.CANCELLED, S.AWAITING_APPROVAL}),
+    S.FORCED_SOAKING: frozenset({S.FORCED_SOAKING, S.COMPLETE, S.CANCELLED, S.AWAITING_APPROVAL}),
+    # CHK-1: `before` opens into the moves a version's arrival makes; `after` into COMPLETE. An empty
+    # stage approved `before` passes straight on to wait at `after` (its own state again); a closed
+    # start window keeps an approved run PENDING (CHK-3).
+    S.AWAITING_APPROVAL: frozenset(
+        {S.PENDING, S.IN_PROGRESS, S.PAUSED, S.STUCK, S.COMPLETE, S.CANCELLED, S.AWAITING_APPROVAL}
+    ),
     S.COMPLETE: frozenset(),
     S.CANCELLED: frozenset(),
 }
@@ -38,6 +45,10 @@ _REASONS = {
     StageReason.USER: "paused by an operator",
     StageReason.FAILURE_BUDGET: "too many upgrades failed",
     StageReason.RESUMED: "resumed",
+    StageReason.APPROVAL_BEFORE: "the version reached the stage; it starts once approved",
+    StageReason.APPROVAL_AFTER: "soak ended; the version is qualified downstream once approved",
+    StageReason.APPROVED: "approved",
+    StageReason.START_WINDOW: "the version reached the stage; it starts when the stage's start window opens",
 }
 
 
@@ -60,7 +71,8 @@ def transition(state: EngineState, run: Run, new: StageState, reason: StageReaso
     run.state = new
     state.touched_rollouts.add(run.rollout_id)
     run.reason = reason.value
-    version = run.qualified if new in (S.SOAKING, S.FORCED_SOAKING, S.COMPLETE) else None
+    soaked = new in (S.SOAKING, S.FORCED_SOAKING, S.COMPLETE) or (new is S.AWAITING_APPROVAL and run.qualified)
+    version = run.qualified if soaked else None
     if version is None:
         version = min(run.working) if run.working else run.offered
     said = "cancelled by an operator" if new is S.CANCELLED and reason is StageReason.USER else None

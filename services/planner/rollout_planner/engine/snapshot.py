@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from rollout_common.fleet import Cluster, ClusterGroup
+from rollout_common.gates import GatePosition
 from rollout_common.sequence import Sequence
 from rollout_common.status import RolloutState, StageState
 from rollout_common.version import Version, parse_minor, parse_version
@@ -24,6 +25,7 @@ from rollout_planner.engine.model import (
     ClusterProfile,
     ClusterRec,
     EngineState,
+    GateRec,
     Offer,
     RolloutRec,
     Run,
@@ -102,6 +104,10 @@ def document(state: EngineState) -> dict[str, Any]:
         "requestedWake": state.requested_wake,
         "seen": sorted(state.seen_events),
         "soakOverrides": [[s, v, d] for (s, v), d in state.soak_overrides.items()],
+        "gates": [
+            [r, s, p.value, g.reached_at, g.approved_at, g.approved_by, g.comment]
+            for (r, s, p), g in state.gates.items()
+        ],
         "timers": [[t.at, t.kind, t.stage, t.track, t.ref] for t in state.timers],
         "rollouts": [_rollout(r) for r in state.rollouts.values()],
         "clusters": _clusters(list(state.clusters.values()), profiles, table, by_content),
@@ -250,6 +256,7 @@ def _run(r: Run) -> dict[str, Any]:
         "offered": _v(r.offered),
         "awaitingCp": r.awaiting_cp,
         "offer": None if r.offer is None else _offer(r.offer),
+        "heldOffer": None if r.held_offer is None else _offer(r.held_offer),
         "firstBatches": sorted(r.first_batches),
         "prior": None if r.prior is None else r.prior.value,
     }
@@ -274,6 +281,10 @@ def _load(data: bytes) -> EngineState:
     state.requested_wake = doc["requestedWake"]
     state.seen_events = set(doc["seen"])
     state.soak_overrides = {(s, v): d for s, v, d in doc["soakOverrides"]}
+    # CHK-1: absent from a snapshot written before gates existed
+    state.gates = {
+        (r, s, GatePosition(p)): GateRec(at, ok, by, said) for r, s, p, at, ok, by, said in doc.get("gates", [])
+    }
     state.timers = []
     for at, kind, stage, track, ref in doc["timers"]:
         if kind == "cluster":
@@ -446,6 +457,8 @@ def _load_run(raw: dict[str, Any]) -> Run:
         awaiting_cp=raw["awaitingCp"],
     )
     run.offer = None if raw["offer"] is None else _load_offer(raw["offer"])
+    held = raw.get("heldOffer")
+    run.held_offer = None if held is None else _load_offer(held)
     run.first_batches = set(raw["firstBatches"])
     run.prior = None if raw["prior"] is None else StageState(raw["prior"])
     run.working = {parse_version(v) for v in raw["working"]}

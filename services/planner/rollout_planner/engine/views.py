@@ -8,6 +8,7 @@ from rollout_common.quantity import resolve
 from rollout_common.status import TRACKS, ClusterStatus, IneligibleType, PauseType, StageReason, StageState
 from rollout_common.status_words import version_mismatch_reason
 from rollout_planner.engine.eligibility import offered_versions
+from rollout_planner.engine.gates.approvals import approval_waits, gate_views
 from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState, StageRec, hands_out
 from rollout_planner.engine.reasons import describe_waits, window_waits
 
@@ -136,6 +137,7 @@ def stage_view(state: EngineState, stage: StageRec, *, with_clusters: bool = Tru
         )
         waits = describe_waits(state, stage, track, with_clusters=with_clusters)
         waits += window_waits(state, stage, track)
+        waits += approval_waits(state, stage, track)
         tracks[TRACKS[track].value] = {
             "state": stage_track_state(stage, track),
             "rollout": None if run is None else run.rollout_id,
@@ -149,7 +151,11 @@ def stage_view(state: EngineState, stage: StageRec, *, with_clusters: bool = Tru
             "partitions": [_partition_view(p, track) for p in stage.partitions],
             "waits": [w.model_dump(mode="json") for w in waits],
         }
-    return {"name": stage.spec.name, "clusters": len(stage.members) + len(stage.no_partition), "tracks": tracks}
+    view: dict[str, Any] = {"name": stage.spec.name, "clusters": len(stage.members) + len(stage.no_partition)}
+    view["tracks"] = tracks
+    if stage.spec.approval.any:  # CHK-1; a stage without gates shows as before
+        view["gates"] = gate_views(state, stage)
+    return view
 
 
 def _run_version(run: Any) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rollout_common.events import EventBatch
+from rollout_common.sequence import Stage
 from rollout_common.window import from_epoch, to_epoch
 from rollout_planner.engine import decide, new_state
 from rollout_planner.engine.model import CP, NODES
@@ -27,9 +28,11 @@ def preview(scenario: Scenario) -> dict[str, Any]:
     report = simulator.run()
     origin = to_epoch(scenario.start)
     stages = []
+    specs = {s.name: s for s in scenario.sequence.stages}
     for plan in plans:
         stages.append(
             {
+                **_gates(specs[plan.name]),
                 "name": plan.name,
                 "clusters": len(plan.members) + len(plan.no_partition),
                 "partitions": [
@@ -49,6 +52,16 @@ def preview(scenario: Scenario) -> dict[str, Any]:
     }
 
 
+def _gates(stage: Stage) -> dict[str, Any]:
+    """CHK-1, CHK-3: a stage's gates, shown only where set (the timeline shows what they cost)."""
+    gates: dict[str, Any] = {}
+    if stage.approval.any:
+        gates["approval"] = stage.approval.model_dump()
+    if stage.start_window is not None:
+        gates["startWindow"] = stage.start_window.model_dump(mode="json")
+    return {"gates": gates} if gates else {}
+
+
 def _iso(epoch: float) -> str:
     return from_epoch(epoch).isoformat()
 
@@ -60,6 +73,10 @@ def _timeline(transitions: list[dict[str, Any]], stage: str, origin: float) -> d
         started = next((t["t"] for t in mine if t["state"] == "IN_PROGRESS"), None)
         finished = next((t["t"] for t in mine if t["state"] == "COMPLETE"), None)
         stuck = next((t["reason"] for t in mine if t["state"] == "STUCK"), None)
+        # CHK-1: a gate the scenario never approves holds the track for good; say which
+        waits = [t["reason"] for t in mine if t["state"] == "AWAITING_APPROVAL"]
+        if waits and mine[-1]["state"] == "AWAITING_APPROVAL":
+            stuck = waits[-1]
         out[track] = {
             "earliestStart": None if started is None else _iso(origin + started),
             "earliestFinish": None if finished is None else _iso(origin + finished),

@@ -277,6 +277,7 @@ _KEYS = {
     "cancel": "cancel",
     "retry": "retry",
     "soak_override": "soakOverride",
+    "approve": "approve",
 }
 
 
@@ -290,8 +291,19 @@ def _operator(event: ScriptEvent, number: int) -> OperatorCommand:
         return OperatorCommand(
             command_id=f"cmd-{number}", action="soak_override", stage=spec.stage, version=spec.version, soak=spec.soak
         )
+    if command.approve is not None:
+        approval = command.approve
+        return OperatorCommand(
+            command_id=f"cmd-{number}",
+            action="approve",
+            all_rollouts=True,
+            stage=approval.stage,
+            gate=approval.gate,
+            issued_by=approval.by,
+            comment=approval.comment,
+        )
     action = command.action
-    if action == "start_rollout" or action == "soak_override":
+    if action == "start_rollout" or action == "soak_override" or action == "approve":
         raise ValueError(f"{action} is not an operator command")
     retry = command.retry
     return OperatorCommand(

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from rollout_common.duration import parse_duration
 from rollout_common.fleet import Cluster, ClusterGroup
+from rollout_common.gates import GatePosition
 from rollout_common.sequence import Sequence, check_soak
 from rollout_common.status import Track
 from rollout_common.version import parse_minor, parse_version, reject_yaml_number
@@ -113,8 +114,18 @@ class RetrySpec(_Model):
     stage: str | None = None
 
 
-_ACTIONS = ("pause", "resume", "cancel", "soak_override", "start_rollout", "retry")
-Action = Literal["pause", "resume", "cancel", "soak_override", "start_rollout", "retry"]
+class ApproveSpec(_Model):
+    """CHK-1: the approval of one gate of one stage, for every rollout waiting there."""
+
+    stage: str
+    gate: GatePosition
+    by: str | None = None
+    comment: str | None = None
+
+
+_ACTIONS = ("pause", "resume", "cancel", "soak_override", "start_rollout", "retry", "approve")
+Action = Literal["pause", "resume", "cancel", "soak_override", "start_rollout", "retry", "approve"]
+_ONE_OF = "a command is exactly one of pause, resume, cancel, soakOverride, startRollout, retry, approve"
 
 
 class CommandSpec(_Model):
@@ -124,12 +135,13 @@ class CommandSpec(_Model):
     soak_override: SoakOverrideSpec | None = Field(default=None, alias="soakOverride")
     start_rollout: StartSpec | None = Field(default=None, alias="startRollout")
     retry: RetrySpec | None = None
+    approve: ApproveSpec | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> CommandSpec:
         chosen = [k for k in _ACTIONS if getattr(self, k) is not None]
         if len(chosen) != 1:
-            raise ValueError("a command is exactly one of pause, resume, cancel, soakOverride, startRollout, retry")
+            raise ValueError(_ONE_OF)
         return self
 
     @property
@@ -137,7 +149,7 @@ class CommandSpec(_Model):
         for key in _ACTIONS:
             if getattr(self, key) is not None:
                 return key  # type: ignore[return-value]
-        raise ValueError("a command is exactly one of pause, resume, cancel, soakOverride, startRollout, retry")
+        raise ValueError(_ONE_OF)
 
 
 class InventorySpec(_Model):

@@ -1,0 +1,47 @@
+"""`rollout plan` shows each stage's gates (CHK-1, CHK-3) and the earliest start and finish with them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rollout_planner.simulation.preview import preview
+from rollout_planner.simulation.scenario import load_scenario
+
+SCENARIOS = Path(__file__).parent.parent / "scenarios"
+
+
+def test_chk_3_plan_shows_the_start_window_and_the_earliest_start_inside_it() -> None:
+    plan = preview(load_scenario(SCENARIOS / "chk3-weekly-start-window.yaml"))
+    test, prod = plan["stages"]
+    assert "gates" not in test  # a stage without gates shows as before
+    assert prod["gates"] == {
+        "startWindow": {"start": "2026-01-06T09:00:00Z", "duration": 28800.0, "recurrence": "FREQ=WEEKLY;BYDAY=TU"}
+    }
+    assert prod["timeline"]["controlPlane"] == {
+        "earliestStart": "2026-01-06T09:00:00+00:00",
+        "earliestFinish": "2026-01-07T09:10:00+00:00",
+        "stuck": None,
+    }
+
+
+def test_chk_1_plan_shows_the_approval_gates_and_the_times_the_scripted_approvals_give() -> None:
+    plan = preview(load_scenario(SCENARIOS / "chk1-approval-before-and-after.yaml"))
+    prod = plan["stages"][1]
+    assert prod["gates"] == {"approval": {"before": True, "after": True}}
+    assert prod["timeline"]["nodes"] == {
+        "earliestStart": "2026-01-07T00:00:00+00:00",
+        "earliestFinish": "2026-01-09T00:00:00+00:00",
+        "stuck": None,
+    }
+
+
+def test_chk_1_plan_says_which_gate_holds_a_stage_the_scenario_never_approves() -> None:
+    scenario = load_scenario(SCENARIOS / "chk1-approval-before-and-after.yaml")
+    unapproved = scenario.model_copy(update={"events": scenario.events[:-1]})  # no `after` approval
+    prod = preview(unapproved)["stages"][1]
+    assert prod["timeline"]["controlPlane"] == {
+        "earliestStart": "2026-01-07T00:00:00+00:00",
+        "earliestFinish": None,
+        "stuck": "soak ended; the version is qualified downstream once approved: the after approval of stage prod, "
+        "waiting since 2026-01-08T00:10:00+00:00 (CHK-1)",
+    }
