@@ -277,6 +277,26 @@ async def test_another_group_reads_everything_again(bus: Bus, topic_prefix: str)
     await auditor.close()
 
 
+async def test_consumers_without_a_group_each_read_every_partition_and_commit_nothing(
+    bus: Bus, topic_prefix: str
+) -> None:
+    topic = await make_topic(bus, topic_prefix, partitions=4)
+    for seq in range(12):
+        await bus.publish(topic, key=f"cluster-{seq}".encode(), value=b"%d" % seq)
+    # Unlike two members of one group, two readers without a group do not split the partitions.
+    readers = [bus.consumer([topic], group=None) for _ in range(2)]
+    for reader in readers:
+        got = await collect(reader, count=12)
+        assert sorted(int(r.value) for r in got) == list(range(12))
+        assert {r.partition for r in got} == {0, 1, 2, 3}
+        with pytest.raises(InvalidInputError, match="a consumer without a group has no offsets to commit"):
+            await reader.commit(got)
+    with pytest.raises(InvalidInputError, match="start_at needs a group"):
+        bus.consumer([topic], group=None, start_at=lambda _topic, _partition: 0)
+    for reader in readers:
+        await reader.close()
+
+
 async def test_a_new_group_not_from_the_beginning_sees_only_later_records(bus: Bus, topic_prefix: str) -> None:
     topic = await make_topic(bus, topic_prefix)
     await bus.publish(topic, key=b"k", value=b"old")

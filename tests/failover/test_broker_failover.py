@@ -24,12 +24,6 @@ from rollout_devenv import KafkaCluster
 pytestmark = [pytest.mark.integration, pytest.mark.failover_e2e, pytest.mark.asyncio(loop_scope="session")]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="finding (docs/reliability.md): after the leading broker's SIGKILL the health reporter's simulated "
-    "probe stops seeing upgrade results on the partitions that broker led, so the last prod partition never "
-    "reads Ready (SOAK-2) although all 120 upgrades ran exactly once (both runs; the combined test passed once)",
-)
 async def test_a_rollout_survives_the_loss_of_the_leading_broker_and_of_the_active_controller(
     kafka_cluster: KafkaCluster, redis_url: str, tmp_path: Path
 ) -> None:

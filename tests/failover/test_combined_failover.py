@@ -17,11 +17,6 @@ from rollout_devenv import KafkaCluster, RedisSentinelGroup
 pytestmark = [pytest.mark.integration, pytest.mark.failover_e2e, pytest.mark.asyncio(loop_scope="session")]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the broker-loss finding of test_broker_failover (the reporter's simulated probe goes blind) "
-    "can stall this rollout too (it passed in its one run so far)",
-)
 async def test_a_rollout_survives_a_broker_and_the_redis_primary_dying_together(
     kafka_cluster: KafkaCluster, redis_sentinel: RedisSentinelGroup, tmp_path: Path
 ) -> None:

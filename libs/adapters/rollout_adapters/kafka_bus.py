@@ -229,11 +229,13 @@ class KafkaBus:
         self,
         topics: Sequence[str],
         *,
-        group: str,
+        group: str | None,
         from_beginning: bool = True,
         start_at: StartAt | None = None,
     ) -> KafkaConsumer:
         self._check_open()
+        if group is None and start_at is not None:
+            raise InvalidInputError("start_at needs a group: a consumer without one starts at the beginning or the end")
         consumer = KafkaConsumer(self, topics=topics, group=group, from_beginning=from_beginning, start_at=start_at)
         self._consumers.add(consumer)
         return consumer

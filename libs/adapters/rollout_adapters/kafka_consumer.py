@@ -56,14 +56,17 @@ class _Ownership(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 class KafkaConsumer:
-    """One member of a consumer group; joins on its first poll. Commits only by hand."""
+    """One member of a consumer group; joins on its first poll. Commits only by hand.
+
+    Without a group, aiokafka assigns it every partition of its topics from the cluster's metadata
+    (and new ones as they appear): no group coordinator is asked for anything."""
 
     def __init__(
         self,
         bus: KafkaBus,
         *,
         topics: Sequence[str],
-        group: str,
+        group: str | None,
         from_beginning: bool,
         start_at: StartAt | None = None,
     ) -> None:
@@ -118,6 +121,8 @@ class KafkaConsumer:
 
     async def commit(self, records: Sequence[Record]) -> None:
         self._check_open()
+        if self._group is None:
+            raise InvalidInputError("a consumer without a group has no offsets to commit")
         await self._commit_owned({TopicPartition(*tp): offset for tp, offset in next_offsets(records).items()})
 
     async def _commit_owned(self, offsets: dict[TopicPartition, int]) -> None:
@@ -164,7 +169,8 @@ class KafkaConsumer:
                 )
                 self._ownership.consumer = consumer
                 consumer.subscribe(self._topics, listener=self._ownership)
-                await self._bus._start(consumer, f"join group {self._group!r}", topics_checked=True)
+                doing = f"join group {self._group!r}" if self._group is not None else f"read {self._topics}"
+                await self._bus._start(consumer, doing, topics_checked=True)
                 self._consumer = consumer
             return self._consumer
 
@@ -175,12 +181,12 @@ class UnreadableRecordError(PermanentError):
     known cause; this stays for a client whose fetcher that reader is not installed in."""
 
 
-def _unreadable(topics: Sequence[str], group: str) -> str:
+def _unreadable(topics: Sequence[str], group: str | None) -> str:
     # aiokafka decodes header names while unpacking a fetched batch and raises on every poll of
     # that partition; no service can see such a record, so the operator has to move past it.
     return (
         f"a record on {', '.join(topics)} has a header name that is not UTF-8, which the Kafka client cannot "
-        f"read: find it with `kcat -C -t TOPIC -f '%p %o %h\\n'` and move group {group!r} past it with "
+        f"read: find it with `kcat -C -t TOPIC -f '%p %o %h\\n'` and move group {group or 'GROUP'!r} past it with "
         "kafka-consumer-groups.sh --reset-offsets --to-offset OFFSET+1 --topic TOPIC:PARTITION "
         "(docs/security.md, Bad input)"
     )

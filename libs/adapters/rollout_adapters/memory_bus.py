@@ -139,14 +139,24 @@ class MemoryBus:
         self,
         topics: Sequence[str],
         *,
-        group: str,
+        group: str | None,
         from_beginning: bool = True,
         start_at: StartAt | None = None,
     ) -> MemoryConsumer:
         self._check_open()
+        if group is None and start_at is not None:
+            raise InvalidInputError("start_at needs a group: a consumer without one starts at the beginning or the end")
         member_id = f"{group}-{next(self._member_ids):06d}"
+        # Without a group the consumer is the only member of a group of its own, which no other
+        # consumer can name: it owns every partition, as a Kafka consumer that assigns them itself.
         return MemoryConsumer(
-            self, topics=topics, group=group, member_id=member_id, from_beginning=from_beginning, start_at=start_at
+            self,
+            topics=topics,
+            group=group if group is not None else f"\0{member_id}",
+            grouped=group is not None,
+            member_id=member_id,
+            from_beginning=from_beginning,
+            start_at=start_at,
         )
 
     async def close(self) -> None:
@@ -237,8 +247,10 @@ class MemoryConsumer:
         member_id: str,
         from_beginning: bool,
         start_at: StartAt | None = None,
+        grouped: bool = True,
     ) -> None:
         self._bus = bus
+        self._grouped = grouped
         self._start_at = start_at
         self._topics = frozenset(topics)
         self._group = group
@@ -277,6 +289,8 @@ class MemoryConsumer:
 
     async def commit(self, records: Sequence[Record]) -> None:
         self._check_open()
+        if not self._grouped:
+            raise InvalidInputError("a consumer without a group has no offsets to commit")
         self._bus._raise_injected("commit")
         group = self._bus._group(self._group)
         owned = self.assignment()

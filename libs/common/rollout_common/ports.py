@@ -42,7 +42,8 @@ StartAt = Callable[[str, int], int | None]
 
 
 class Consumer(Protocol):
-    """A member of a consumer group. Offsets are committed by hand, after the work is done."""
+    """A member of a consumer group, offsets committed by hand after the work is done; or, made
+    without a group, a reader of every partition that commits nothing (`commit` raises)."""
 
     async def poll(self, *, max_records: int = 500, timeout_s: float = 1.0) -> list[Record]: ...
 
@@ -64,13 +65,17 @@ class Bus(Protocol):
         self,
         topics: Sequence[str],
         *,
-        group: str,
+        group: str | None,
         from_beginning: bool = True,
         start_at: StartAt | None = None,
     ) -> Consumer:
         """A group member. `start_at(topic, partition)`, asked at every assignment, gives the offset
         to read from (a service's own checkpoint, before or after the group's committed offset);
-        None: the committed offset (or the beginning/end, after `from_beginning`)."""
+        None: the committed offset (or the beginning/end, after `from_beginning`).
+
+        `group=None`: no group at all. The consumer assigns itself every partition of the topics,
+        so no group coordinator is involved (a reader that must keep going while the broker
+        coordinating groups fails over), and it has nothing to commit to."""
         ...
 
     async def close(self) -> None: ...

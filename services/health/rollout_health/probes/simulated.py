@@ -1,7 +1,9 @@
 """A probe that believes the executors: a cluster is not ready while an upgrade runs on it.
 
-It follows the upgrade-results topic from the beginning (its own throwaway consumer group, no
-commits), so a restarted reporter rebuilds the same picture: `started` makes the cluster not
+It reads every partition of the upgrade-results topic from the beginning, so a restarted
+reporter rebuilds the same picture. It joins no consumer group: a group's coordinator that dies
+with its broker can leave a member waiting for ever, and this reader needs no member's
+coordination (nothing to share, nothing to commit). `started` makes the cluster not
 ready, `succeeded` makes it ready `ready_after_s` (scaled) after the result's timestamp,
 `failed` keeps it not ready until the next result for that track. Scripted outages from the
 settings apply on top.
@@ -13,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Callable
 
 from rollout_common.envelope import decode
@@ -48,7 +49,7 @@ class SimulatedProbe:
         self._follower: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        consumer = self._bus.consumer([self._topic], group=f"rollout-health-sim-{uuid.uuid4().hex[:12]}")
+        consumer = self._bus.consumer([self._topic], group=None)
         self._follower = asyncio.create_task(self._follow(consumer))
 
     async def close(self) -> None:
