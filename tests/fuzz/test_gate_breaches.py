@@ -101,32 +101,44 @@ def test_gate_1_a_second_batch_beside_a_handed_out_cluster_is_a_breach() -> None
     assert errors == ["GATE-1: batch at t=0.0 in s0/All with 1 unavailable, maxUnavailable 1"]
 
 
+def _offline(report: dict[str, Any], *, clusters: tuple[str, ...], t: float) -> dict[str, Any]:
+    """`report` with each of `clusters` going offline at `t`."""
+    tampered = copy.deepcopy(report)
+    tampered["clusterEvents"] += [{"t": t, "cluster": c, "event": "notReady"} for c in clusters]
+    tampered["clusterEvents"].sort(key=lambda e: e["t"])
+    return tampered
+
+
 @pytest.mark.parametrize(
-    ("path", "cluster", "line"),
+    ("path", "clusters", "line"),
     [
-        (BY_A_NEWER_RELEASE, "c-029", _gate3("pbc", "s0", 4200.0, 1)),
-        (INELIGIBLE_THEN, "c-002", _gate3("Partition 4 - 6", "s1", 3600.0, 1)),
+        (BY_A_NEWER_RELEASE, ("c-010", "c-029"), _gate3("pbc", "s0", 3600.0, 1)),
+        (INELIGIBLE_THEN, ("c-002",), _gate3("Partition 4 - 6", "s1", 3600.0, 1)),
     ],
     ids=["beyond-target", "ineligible-then"],
 )
-def test_gate_3_the_same_cluster_not_ready_is_a_breach(path: Path, cluster: str, line: str) -> None:
+def test_gate_3_the_same_cluster_not_ready_is_a_breach(path: Path, clusters: tuple[str, ...], line: str) -> None:
     """GATE-3 via GATE-2: a cluster the rollout will not upgrade is done only when ready; the report
-    with that cluster offline from 1m before the batch has its partition NotReady before the next
-    (ineligible-then: Partition 0 - 2 = {c-000 handed out, c-002 offline}, 2 not done > 1; the
-    INELIGIBLE c-003 and c-016 of Partition 2 - 4 are done, so one NotReady partition, not two)."""
+    with that cluster (the last one named) offline from 1m before the batch has its partition
+    NotReady before the next, and without it offline the checker says nothing.
+    beyond-target: at 1h pa = {c-010, c-029}; c-010 (main-1's own upgrade) offline alone is 1 not
+    done <= maxUnavailable 1; with c-029 (beyond main-1's target) offline too, 2 > 1.
+    ineligible-then: Partition 0 - 2 = {c-000 handed out, c-002 offline}, 2 not done > 1; the
+    INELIGIBLE c-003 and c-016 of Partition 2 - 4 are done, so one NotReady partition, not two."""
     doc, report = _run(path)
     t = float(line.split(" at t=")[1].split(" ")[0])
-    tampered = copy.deepcopy(report)
-    tampered["clusterEvents"].append({"t": t - 60, "cluster": cluster, "event": "notReady"})
-    tampered["clusterEvents"].sort(key=lambda e: e["t"])
-    assert line in _check(path, doc, tampered)
+    assert _check(path, doc, _offline(report, clusters=clusters[:-1], t=t - 60)) == []
+    assert line in _check(path, doc, _offline(report, clusters=clusters, t=t - 60))
 
 
 def test_gate_3_a_cluster_below_its_own_target_is_a_breach() -> None:
     """GATE-3 via GATE-2: c-029's nodes reported on 1.29.10 instead of 1.29.18, below main-1's
-    target for it (1.29.16): not done though ready, so partition pa is NotReady before pbc."""
+    target for it (1.29.16): not done though ready. With c-010 offline from 59m (1 not done, which
+    alone leaves pa Ready under maxUnavailable 1), pa has 2 not done and is NotReady before pbc's
+    nodes batch at 1h."""
     doc, report = _run(BY_A_NEWER_RELEASE)
-    tampered = copy.deepcopy(report)
+    tampered = _offline(report, clusters=("c-010",), t=3540.0)
+    assert _check(BY_A_NEWER_RELEASE, doc, tampered) == []
     lowered = [
         e
         for e in tampered["clusterEvents"]
@@ -134,7 +146,7 @@ def test_gate_3_a_cluster_below_its_own_target_is_a_breach() -> None:
     ]
     assert [e["version"] for e in lowered] == ["1.29.18-gke.7000"]
     lowered[0]["version"] = "1.29.10-gke.100"
-    assert _gate3("pbc", "s0", 4200.0, 1) in _check(BY_A_NEWER_RELEASE, doc, tampered)
+    assert _gate3("pbc", "s0", 3600.0, 1) in _check(BY_A_NEWER_RELEASE, doc, tampered)
 
 
 def _with_a_cluster_starting_on(path: Path, *, cluster: str, version: str) -> list[str]:

@@ -154,3 +154,18 @@ def test_win1_one_instant_in_two_zones_is_two_definitions() -> None:
     at = to_epoch(dt.datetime(2026, 4, 2, tzinfo=UTC))
     assert utc.next_open(at) == to_epoch(dt.datetime(2026, 5, 31, 23, tzinfo=UTC))  # April has no 31st
     assert east.next_open(at) == to_epoch(dt.datetime(2026, 4, 30, 23, tzinfo=UTC))  # 1 May 01:00 at +02:00
+
+
+def test_win3_a_window_closes_at_the_end_of_the_stretch_of_occurrences_it_is_in() -> None:
+    """WIN-3: when a queued cluster stops being able to start. Daily 00:00 for 4h closes at 04:00;
+    occurrences that overlap run on (every 2h for 3h never leaves a gap, so it never closes within
+    the occurrences followed); a closed window has no close."""
+    start = dt.datetime(2026, 1, 1, tzinfo=UTC)
+    at = to_epoch(start) + 3600
+    daily = MaintenanceWindow(start=start, duration="4h", recurrence="FREQ=DAILY")
+    assert daily.closes(at) == at + 3 * 3600
+    assert daily.closes(at + 4 * 3600) is None
+    overlapping = MaintenanceWindow(start=start, duration="3h", recurrence="FREQ=HOURLY;INTERVAL=2")
+    assert overlapping.closes(at) is None
+    once = MaintenanceWindow(start=start, duration="90m")
+    assert once.closes(at) == at + 1800

@@ -17,6 +17,7 @@ from rollout_common.duration import parse_duration
 from rollout_common.recurrence import Recurrence, shared
 
 UTC = dt.UTC
+_MAX_STRETCH = 64  # occurrences followed while they run into each other (an hourly 1h window never closes)
 
 
 def to_epoch(moment: dt.datetime) -> float:
@@ -79,6 +80,21 @@ class MaintenanceWindow(BaseModel):
         moment = from_epoch(at)
         last = self._occurrence_at_or_before(moment)
         return last is not None and to_epoch(last) <= at < to_epoch(last) + self.duration
+
+    def closes(self, at: float) -> float | None:
+        """When the open stretch holding `at` ends (occurrences that touch or overlap run on); None
+        when the window is closed at `at` or stays open past every occurrence looked at."""
+        if not self.is_open(at):
+            return None
+        moment = at
+        for _ in range(_MAX_STRETCH):
+            last = self._occurrence_at_or_before(from_epoch(moment))
+            if last is None:
+                return None
+            moment = to_epoch(last) + self.duration
+            if not self.is_open(moment):
+                return moment
+        return None
 
     def next_open(self, at: float) -> float | None:
         """The earliest instant >= `at` at which the window is open; None if it never opens again."""

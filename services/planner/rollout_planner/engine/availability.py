@@ -35,3 +35,18 @@ def next_start(cluster: ClusterRec, track: int, version: Version, at: float) -> 
             return moment
         moment = max(ends)
     return None
+
+
+def next_block(cluster: ClusterRec, track: int, version: Version, at: float) -> float | None:
+    """The first instant after `at` at which a cluster that may start the upgrade at `at` no longer
+    may: its window closes or an exclusion begins. None when neither ever happens."""
+    spec = cluster.profile
+    minor_change = version.minor > cluster.versions[track].minor
+    moments = [
+        e.span[0]
+        for e in spec.exclusions
+        if e.span[0] > at and e.blocks(at=e.span[0], nodes=track == NODES, minor_change=minor_change)
+    ]
+    if spec.maintenance_window is not None and (closes := spec.maintenance_window.closes(at)) is not None:
+        moments.append(closes)
+    return min(moments, default=None)

@@ -23,10 +23,11 @@ from rollout_common.sequence import Sequence
 from rollout_common.status import RolloutState
 from rollout_common.version import parse_minor, parse_version
 from rollout_planner.engine import lifecycle, operations, results
+from rollout_planner.engine.availability import blocked
 from rollout_planner.engine.collections_paused import collections_paused
 from rollout_planner.engine.dispatch import dispatch_stage
 from rollout_planner.engine.inventory import apply_inventory, build_fleet
-from rollout_planner.engine.model import CP, NODES, EngineState, Offer, RolloutRec, put
+from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, Offer, RolloutRec, put
 from rollout_planner.engine.sequence_change import apply_sequence_change
 from rollout_planner.engine.targets import enqueue
 
@@ -131,6 +132,8 @@ def _fire_timers(state: EngineState) -> None:
             if cluster is not None and cluster.waiting_until[timer.track] is not None:
                 cluster.waiting_until = put(cluster.waiting_until, timer.track, None)
                 enqueue(state, cluster, timer.track)
+            elif cluster is not None and (stage := _closed_on_a_queued(state, cluster, timer.track)) is not None:
+                state.dirty.add(stage)
             continue
         run = state.stages[timer.stage].runs[timer.track].get(timer.ref)
         if run is None:
@@ -141,6 +144,15 @@ def _fire_timers(state: EngineState) -> None:
             lifecycle.on_deadline(state, run)
         elif timer.kind == "window":
             lifecycle.on_window_timer(state, run)
+
+
+def _closed_on_a_queued(state: EngineState, cluster: ClusterRec, track: int) -> int | None:
+    """WIN-3: the stage of a queued cluster whose window just closed (or an exclusion began), which
+    gives up its turn there; None for any other cluster."""
+    version = cluster.target[track]
+    if not cluster.queued[track] or version is None or not blocked(cluster, track, version, state.now):
+        return None
+    return cluster.stage
 
 
 def _settle(state: EngineState) -> None:

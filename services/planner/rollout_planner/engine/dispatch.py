@@ -8,7 +8,7 @@ from rollout_common.commands import StageAdvance, WaitChanged
 from rollout_common.quantity import resolve
 from rollout_common.status import TRACKS, StageState, WaitRule
 from rollout_common.version import Version
-from rollout_planner.engine.availability import blocked, next_start
+from rollout_planner.engine.availability import blocked, next_block, next_start
 from rollout_planner.engine.lifecycle import finish_if_done, revisit_stuck
 from rollout_planner.engine.model import (
     CP,
@@ -190,6 +190,7 @@ def _dispatch_batch(
         if others > 0 and others >= limit:
             for cluster in batch:
                 heapq.heappush(heap, cluster.name)
+                _look_again_when_blocked(state, cluster, track, version)
             _gate_1_wait(waits, partition, others)
             return False
     _hand_out(state, stage=stage, partition=partition, track=track, version=version, run=run, batch=batch)
@@ -259,6 +260,19 @@ def _can_start(state: EngineState, cluster: ClusterRec, track: int, version: Ver
     if opens is not None:
         state.add_cluster_timer(opens, name=cluster.name, track=track)
     return False
+
+
+def _look_again_when_blocked(state: EngineState, cluster: ClusterRec, track: int, version: Version) -> None:
+    """WIN-3: a cluster held back in the queue while it may start stops holding the clusters behind
+    it once its window closes (or an exclusion begins), so its stage is looked at again then: not
+    only at the next event that happens to reach the stage (BUS-6: nor at a restart)."""
+    if cluster.profile.maintenance_window is None and not cluster.profile.exclusions:
+        return
+    at = next_block(cluster, track, version, state.now)
+    if at is None:
+        return
+    if not any(t.at == at and t.kind == "cluster" and t.ref == cluster.name and t.track == track for t in state.timers):
+        state.add_cluster_timer(at, name=cluster.name, track=track)
 
 
 def _hand_out(

@@ -318,6 +318,8 @@ def _load(data: bytes) -> EngineState:
                     run.remaining += 1
     state.out = []
     # a restarted planner looks at every stage once: dispatching an unchanged stage changes nothing
+    # (the live planner looks again when time alone changes a stage: a queued cluster's window
+    # closing wakes it, WIN-3)
     state.dirty = set(range(len(state.stages)))
     return state
 
