@@ -1,16 +1,19 @@
 """What the fault-injection campaign and the failover tests both need around a whole rollout: the
-fleet document and the stage plans the audit checks against, the release record that starts it,
-every record of a topic and a consumer group's lag, read with plain aiokafka clients."""
+fleet document and the stage plans the audit checks against, the health reporter and monitor
+processes, the release record that starts it, every record of a topic and a consumer group's lag,
+read with plain aiokafka clients, and why the planner waits, from its log."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from chaos_audit import Rec, StagePlan, decode
+from chaos_processes import ChaosProcesses
 
 from rollout_common.topics.catalog import RELEASE_TARGETS, TopicDef
 
@@ -51,6 +54,47 @@ def stage_plans(stages: Stages) -> dict[str, StagePlan]:
         stage: StagePlan(name=stage, strategy=strategy, members=tuple(cluster_names(stages, stage)))
         for stage, (_, strategy) in stages.items()
     }
+
+
+def start_health(
+    processes: ChaosProcesses, *, clusters: list[str], reporter_id: str, monitor_env: dict[str, str]
+) -> None:
+    """A simulated reporter for `clusters` (ready 0.1 s after asked) and the health monitor."""
+    processes.start(
+        "reporter",
+        ["rollout_health", "reporter"],
+        {
+            "ROLLOUT_CLUSTERS": json.dumps(clusters),
+            "ROLLOUT_REPORTER_ID": reporter_id,
+            "ROLLOUT_PROBE_INTERVAL_S": "0.2",
+            "ROLLOUT_HEARTBEAT_INTERVAL_S": "2",
+            "ROLLOUT_SIMULATED__READY_AFTER_S": "0.1",
+        },
+    )
+    processes.start(
+        "monitor",
+        ["rollout_health", "monitor"],
+        {
+            "ROLLOUT_STALENESS_LIMIT_S": "60",
+            "ROLLOUT_CHECK_INTERVAL_S": "1",
+            "ROLLOUT_RESTART_BACKOFF_MAX_S": "2",
+            # readiness repeated every 10 s: a change applied before its upgrade result is repaired
+            # well inside the time the tests allow for progress
+            "ROLLOUT_REPUBLISH_INTERVAL_S": "10",
+            **monitor_env,
+        },
+    )
+
+
+def last_wait(processes: ChaosProcesses, *, tail_chars: int) -> str:
+    """The planner's most recent non-empty wait_changed, from the last `tail_chars` of its log: why
+    it is stuck."""
+    for line in reversed(processes.log_tail("planner", tail_chars).splitlines()):
+        if '"wait_changed"' in line and '"waits": []' not in line:
+            with contextlib.suppress(ValueError, KeyError):
+                waits = json.loads(line)["command"]["waits"]
+                return "; ".join(w["message"] for w in waits)[:600]
+    return "none logged"
 
 
 async def publish_release(

@@ -65,7 +65,16 @@ from chaos_audit import TRACKS, audit, decode
 from chaos_inputs import INPUT_KINDS, INVENTORY_KINDS, InjectedFleet, Outgoing, bad_records, inventory_record, pick
 from chaos_processes import ChaosProcesses
 from local_servers import running
-from rollout_harness import cluster_names, fleet_document, group_lag, publish_release, read_topic, stage_plans
+from rollout_harness import (
+    cluster_names,
+    fleet_document,
+    group_lag,
+    last_wait,
+    publish_release,
+    read_topic,
+    stage_plans,
+    start_health,
+)
 
 from rollout_common.topics.catalog import (
     DEAD_LETTER,
@@ -385,29 +394,7 @@ def start_services(processes: ChaosProcesses, run: Seed) -> None:
                 "ROLLOUT_SHUTDOWN_GRACE_S": "2",
             },
         )
-    processes.start(
-        "reporter",
-        ["rollout_health", "reporter"],
-        {
-            "ROLLOUT_CLUSTERS": json.dumps(ALL_CLUSTERS),
-            "ROLLOUT_REPORTER_ID": "reporter-chaos",
-            "ROLLOUT_PROBE_INTERVAL_S": "0.2",
-            "ROLLOUT_HEARTBEAT_INTERVAL_S": "2",
-            "ROLLOUT_SIMULATED__READY_AFTER_S": "0.1",
-        },
-    )
-    processes.start(
-        "monitor",
-        ["rollout_health", "monitor"],
-        {
-            "ROLLOUT_STALENESS_LIMIT_S": "60",
-            "ROLLOUT_CHECK_INTERVAL_S": "1",
-            "ROLLOUT_RESTART_BACKOFF_MAX_S": "2",
-            # readiness repeated every 10 s: a change applied before its upgrade result is repaired
-            # well inside the 45 s the test allows for progress
-            "ROLLOUT_REPUBLISH_INTERVAL_S": "10",
-        },
-    )
+    start_health(processes, clusters=ALL_CLUSTERS, reporter_id="reporter-chaos", monitor_env={})
 
 
 async def wait_for_fleet(run: Seed, processes: ChaosProcesses) -> None:
@@ -634,16 +621,6 @@ async def missing_dead_letters(run: Seed, faults: list[Fault]) -> list[str]:
         await asyncio.sleep(1.0)
 
 
-def last_wait(processes: ChaosProcesses) -> str:
-    """The planner's most recent non-empty wait_changed, from its log: why it is stuck."""
-    for line in reversed(processes.log_tail("planner", 200_000).splitlines()):
-        if '"wait_changed"' in line and '"waits": []' not in line:
-            with contextlib.suppress(ValueError, KeyError):
-                waits = json.loads(line)["command"]["waits"]
-                return "; ".join(w["message"] for w in waits)[:600]
-    return "none logged"
-
-
 # -- the test -------------------------------------------------------------------------------------
 
 
@@ -707,7 +684,7 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
                 findings.append(
                     f"rollout {why} {time.monotonic() - released:.0f} s after the release: "
                     f"{len(watcher.succeeded)}/{EXPECTED_UPGRADES} upgrades succeeded, complete tracks "
-                    f"{sorted(watcher.complete)}; planner's last wait: {last_wait(processes)}"
+                    f"{sorted(watcher.complete)}; planner's last wait: {last_wait(processes, tail_chars=200_000)}"
                 )
                 break
             await asyncio.sleep(0.2)

@@ -27,7 +27,16 @@ import yaml
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from chaos_audit import TRACKS, Audit, audit, decode
 from chaos_processes import ChaosProcesses
-from rollout_harness import cluster_names, fleet_document, group_lag, publish_release, read_topic, stage_plans
+from rollout_harness import (
+    cluster_names,
+    fleet_document,
+    group_lag,
+    last_wait,
+    publish_release,
+    read_topic,
+    stage_plans,
+    start_health,
+)
 
 from rollout_adapters.redis_store import RedisStore
 from rollout_common.topics.catalog import (
@@ -160,27 +169,11 @@ def start_services(processes: ChaosProcesses, run: Run) -> None:
                 "ROLLOUT_SHUTDOWN_GRACE_S": "2",
             },
         )
-    processes.start(
-        "reporter",
-        ["rollout_health", "reporter"],
-        {
-            "ROLLOUT_CLUSTERS": json.dumps(ALL_CLUSTERS),
-            "ROLLOUT_REPORTER_ID": "reporter-failover",
-            "ROLLOUT_PROBE_INTERVAL_S": "0.2",
-            "ROLLOUT_HEARTBEAT_INTERVAL_S": "2",
-            "ROLLOUT_SIMULATED__READY_AFTER_S": "0.1",
-        },
-    )
-    processes.start(
-        "monitor",
-        ["rollout_health", "monitor"],
-        {
-            "ROLLOUT_STALENESS_LIMIT_S": "60",
-            "ROLLOUT_CHECK_INTERVAL_S": "1",
-            "ROLLOUT_RESTART_BACKOFF_MAX_S": "2",
-            "ROLLOUT_REPUBLISH_INTERVAL_S": "10",
-            "ROLLOUT_DATA_DIR": str(run.workdir / "monitor-data"),
-        },
+    start_health(
+        processes,
+        clusters=ALL_CLUSTERS,
+        reporter_id="reporter-failover",
+        monitor_env={"ROLLOUT_DATA_DIR": str(run.workdir / "monitor-data")},
     )
 
 
@@ -289,16 +282,6 @@ def driver_calls(run: Run) -> Counter[tuple[str, str, str]]:
     return calls
 
 
-def last_wait(processes: ChaosProcesses) -> str:
-    """The planner's most recent non-empty wait_changed, from its log: why it is stuck."""
-    for line in reversed(processes.log_tail("planner", 400_000).splitlines()):
-        if '"wait_changed"' in line and '"waits": []' not in line:
-            with contextlib.suppress(ValueError, KeyError):
-                waits = json.loads(line)["command"]["waits"]
-                return "; ".join(w["message"] for w in waits)[:600]
-    return "none logged"
-
-
 @dataclass
 class Outcome:
     audit: Audit
@@ -355,7 +338,7 @@ async def whole_rollout(infra: Infra, workdir: Path, faults: Faults) -> Outcome:
         try:
             await watcher.until(done, what="every stage and track COMPLETE")
         except AssertionError as exc:
-            raise AssertionError(f"{exc}; planner's last wait: {last_wait(processes)}") from None
+            raise AssertionError(f"{exc}; planner's last wait: {last_wait(processes, tail_chars=400_000)}") from None
         rollout_s = time.monotonic() - released
         lag = await settled_lag(run)
         result = audit(
