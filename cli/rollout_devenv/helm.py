@@ -8,7 +8,6 @@ the chart's tests wait for it.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
@@ -16,8 +15,9 @@ import time
 from pathlib import Path
 
 from rollout_devenv._proc import DevenvError, log_tail, spawn, stop_process
+from rollout_devenv.build_lock import start_detached_build, took
 from rollout_devenv.kafka import cache_root
-from rollout_devenv.kube import REPO_ROOT, find_go
+from rollout_devenv.kube import find_go
 
 HELM_MODULE = "helm.sh/helm/v3"
 # The one place the version is pinned.
@@ -51,7 +51,7 @@ def build_helm(*, quiet: bool = False, wait_s: float = BUILD_TIMEOUT_S) -> Path:
     with (home / ".lock").open("w") as lock:
         started = time.monotonic()
         said = False
-        while not _took(lock):
+        while not took(lock):
             if not said:
                 _say(f"waiting for the helm build under way (log: {home / 'build.log'})", quiet=quiet)
                 said = True
@@ -64,14 +64,6 @@ def build_helm(*, quiet: bool = False, wait_s: float = BUILD_TIMEOUT_S) -> Path:
         if not _is_built(home):
             _run_build(home, quiet=quiet)
     return home / "helm"
-
-
-def _took(lock: object) -> bool:
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # type: ignore[arg-type]
-    except BlockingIOError:
-        return False
-    return True
 
 
 def _run_build(home: Path, *, quiet: bool) -> None:
@@ -102,21 +94,6 @@ def start_background_build() -> str:
     home = helm_home()
     if _is_built(home):
         return f"helm {HELM_VERSION} is built: {home / 'helm'}"
-    home.mkdir(parents=True, exist_ok=True)
-    with (home / ".lock").open("w") as lock:
-        if not _took(lock):
-            return f"helm {HELM_VERSION} is being built (log: {home / 'build.log'})"
-    with (home / "background.log").open("ab") as log:
-        try:
-            subprocess.run(
-                ["setsid", "-f", sys.executable, "-m", "rollout_devenv", "helm", "build"],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=REPO_ROOT,
-                check=True,
-                timeout=30,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise DevenvError(f"cannot start the helm build in the background: {exc}") from exc
+    if not start_detached_build(home, command="helm", what="helm"):
+        return f"helm {HELM_VERSION} is being built (log: {home / 'build.log'})"
     return f"building helm {HELM_VERSION} in the background (log: {home / 'build.log'}); the chart's tests wait for it"

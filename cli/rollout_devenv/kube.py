@@ -12,7 +12,6 @@ writes them, so a test's simulated world moves `status` itself.
 from __future__ import annotations
 
 import base64
-import fcntl
 import hashlib
 import json
 import os
@@ -33,6 +32,7 @@ from typing import IO
 
 from rollout_devenv._proc import LOOPBACK, DevenvError, free_port, log_tail, spawn, stop_process, stop_processes
 from rollout_devenv._server import LocalServer, OnePortServer
+from rollout_devenv.build_lock import start_detached_build, took
 from rollout_devenv.kafka import cache_root
 from rollout_devenv.tls import _openssl
 
@@ -166,14 +166,14 @@ def _run_build(home: Path, *, version: str, digest: str, quiet: bool) -> None:
 def _lock_build(lock: IO[str], *, home: Path, quiet: bool, wait_s: float) -> bool:
     """Take the build lock, waiting at most `wait_s` for a build another process is running;
     True when there was one to wait for."""
-    if _took(lock):
+    if took(lock):
         return False
     started = time.monotonic()
     _say(f"waiting for the kube-apiserver build under way (log: {home / 'build.log'})", quiet=quiet)
     said = started
     while True:
         _hurry_build(home)
-        if _took(lock):
+        if took(lock):
             return True
         now = time.monotonic()
         if now - started > wait_s:
@@ -185,15 +185,6 @@ def _lock_build(lock: IO[str], *, home: Path, quiet: bool, wait_s: float) -> boo
             said = now
             _say(f"... still waiting for the kube-apiserver build ({now - started:.0f} s)", quiet=quiet)
         time.sleep(_LOCK_POLL_S)
-
-
-def _took(lock: IO[str]) -> bool:
-    """Take the build lock if no other process holds it."""
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
 
 
 def _hurry_build(home: Path) -> None:
@@ -214,26 +205,8 @@ def start_background_build() -> str:
     home = apiserver_home(version)
     if _is_built(home, _sources_digest()):
         return f"kube-apiserver {version} is built: {home / 'kube-apiserver'}"
-    home.mkdir(parents=True, exist_ok=True)
-    with (home / ".lock").open("w") as lock:
-        if not _took(lock):
-            return f"kube-apiserver {version} is being built (log: {home / 'build.log'})"
-    # The lock is free again the moment it is closed: the child takes it for the whole build, and a
-    # waiter arriving in between takes it first and builds (the child then finds the binary).
-    # `setsid -f` forks it into a session of its own and returns: the build outlives this command.
-    with (home / "background.log").open("ab") as log:
-        try:
-            subprocess.run(
-                ["setsid", "-f", sys.executable, "-m", "rollout_devenv", "kube", "build"],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=REPO_ROOT,
-                check=True,
-                timeout=30,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise DevenvError(f"cannot start the kube-apiserver build in the background: {exc}") from exc
+    if not start_detached_build(home, command="kube", what="kube-apiserver"):
+        return f"kube-apiserver {version} is being built (log: {home / 'build.log'})"
     return (
         f"building kube-apiserver {version} in the background (log: {home / 'build.log'}); "
         "the Kubernetes tests, which run last, wait for it"

@@ -61,12 +61,20 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
-from chaos_audit import TRACKS, StagePlan, audit, decode
-from chaos_audit import Rec as AuditRecord
+from chaos_audit import TRACKS, audit, decode
 from chaos_inputs import INPUT_KINDS, INVENTORY_KINDS, InjectedFleet, Outgoing, bad_records, inventory_record, pick
 from chaos_processes import ChaosProcesses
 from local_servers import running
+from rollout_harness import (
+    cluster_names,
+    fleet_document,
+    group_lag,
+    last_wait,
+    publish_release,
+    read_topic,
+    stage_plans,
+    start_health,
+)
 
 from rollout_common.topics.catalog import (
     DEAD_LETTER,
@@ -140,43 +148,9 @@ STALL_S = 45.0
 LAG_TIMEOUT_S = 30.0
 
 
-def cluster_names(stage: str) -> list[str]:
-    return [f"{stage}-{i:03d}" for i in range(1, STAGES[stage][0] + 1)]
-
-
-ALL_CLUSTERS = [name for stage in STAGES for name in cluster_names(stage)]
-STAGE_OF = {name: stage for stage in STAGES for name in cluster_names(stage)}
+ALL_CLUSTERS = [name for stage in STAGES for name in cluster_names(STAGES, stage)]
+STAGE_OF = {name: stage for stage in STAGES for name in cluster_names(STAGES, stage)}
 EXPECTED_UPGRADES = len(ALL_CLUSTERS) * len(TRACKS)
-
-
-def fleet_document() -> dict[str, Any]:
-    return {
-        "name": "chaos",
-        "generate": [
-            {"count": count, "name": f"{stage}-{{i:03d}}", "labels": {"env": stage}, "version": OLD}
-            for stage, (count, _) in STAGES.items()
-        ],
-        "sequence": {
-            "name": "chaos",
-            "channel": CHANNEL,
-            "stages": [
-                {
-                    "name": stage,
-                    "clusterSelector": {"matchLabels": {"env": stage}},
-                    "soak": "1h",
-                    "rolloutStrategy": strategy,
-                }
-                for stage, (_, strategy) in STAGES.items()
-            ],
-        },
-    }
-
-
-def stage_plans() -> dict[str, StagePlan]:
-    return {
-        stage: StagePlan(name=stage, strategy=strategy, members=tuple(cluster_names(stage)))
-        for stage, (_, strategy) in STAGES.items()
-    }
 
 
 # -- the schedule ---------------------------------------------------------------------------------
@@ -361,7 +335,7 @@ class Seed:
 
 def apply_fleet(run: Seed) -> None:
     path = run.workdir / "fleet.yaml"
-    path.write_text(yaml.safe_dump(fleet_document()))
+    path.write_text(yaml.safe_dump(fleet_document("chaos", STAGES, version=OLD, channel=CHANNEL)))
     done = subprocess.run(
         [
             sys.executable,
@@ -420,29 +394,7 @@ def start_services(processes: ChaosProcesses, run: Seed) -> None:
                 "ROLLOUT_SHUTDOWN_GRACE_S": "2",
             },
         )
-    processes.start(
-        "reporter",
-        ["rollout_health", "reporter"],
-        {
-            "ROLLOUT_CLUSTERS": json.dumps(ALL_CLUSTERS),
-            "ROLLOUT_REPORTER_ID": "reporter-chaos",
-            "ROLLOUT_PROBE_INTERVAL_S": "0.2",
-            "ROLLOUT_HEARTBEAT_INTERVAL_S": "2",
-            "ROLLOUT_SIMULATED__READY_AFTER_S": "0.1",
-        },
-    )
-    processes.start(
-        "monitor",
-        ["rollout_health", "monitor"],
-        {
-            "ROLLOUT_STALENESS_LIMIT_S": "60",
-            "ROLLOUT_CHECK_INTERVAL_S": "1",
-            "ROLLOUT_RESTART_BACKOFF_MAX_S": "2",
-            # readiness repeated every 10 s: a change applied before its upgrade result is repaired
-            # well inside the 45 s the test allows for progress
-            "ROLLOUT_REPUBLISH_INTERVAL_S": "10",
-        },
-    )
+    start_health(processes, clusters=ALL_CLUSTERS, reporter_id="reporter-chaos", monitor_env={})
 
 
 async def wait_for_fleet(run: Seed, processes: ChaosProcesses) -> None:
@@ -459,27 +411,6 @@ async def wait_for_fleet(run: Seed, processes: ChaosProcesses) -> None:
                 await asyncio.sleep(0.2)
     finally:
         await client.aclose()
-
-
-async def publish_release(run: Seed) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=run.bootstrap, enable_idempotence=True)
-    await producer.start()
-    try:
-        body = {"eventId": RELEASE_ID, "channel": CHANNEL, "targets": {"1.30": NEW}}
-        await producer.send_and_wait(
-            run.topic(RELEASE_TARGETS),
-            json.dumps(body).encode(),
-            key=CHANNEL.encode(),
-            headers=[
-                ("ce_specversion", b"1.0"),
-                ("ce_id", RELEASE_ID.encode()),
-                ("ce_source", b"chaos-test"),
-                ("ce_type", b"io.rollout.release_target.v1"),
-                ("content-type", b"application/json"),
-            ],
-        )
-    finally:
-        await producer.stop()
 
 
 class Watcher:
@@ -655,64 +586,15 @@ async def run_faults(
             watcher.last_change = time.monotonic()
 
 
-async def read_topic(run: Seed, topic: TopicDef) -> list[AuditRecord]:
-    """Every record of the topic up to its end offsets now, in partition order."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=run.bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(run.topic(topic), p) for p in range(topic.partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
-        records: list[AuditRecord] = []
-
-        async def behind() -> bool:
-            return any([await consumer.position(tp) < ends[tp] for tp in tps])
-
-        async with asyncio.timeout(60):
-            while await behind():
-                for batch in (await consumer.getmany(timeout_ms=500)).values():
-                    records.extend(
-                        decode(r.topic, r.partition, r.offset, r.timestamp, r.headers, r.value)
-                        for r in batch
-                        if r.offset < ends[TopicPartition(r.topic, r.partition)]
-                    )
-        return records
-    finally:
-        await consumer.stop()
-
-
 PLANNER_INPUTS = (INVENTORY, READINESS, UPGRADE_RESULTS, OPERATOR_COMMANDS, RELEASE_TARGETS)
-
-
-async def group_lag(run: Seed, group: str, topics: tuple[TopicDef, ...]) -> dict[str, int]:
-    """Per topic-partition with records, end offset minus the group's committed offset."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=run.bootstrap)
-    consumer = AIOKafkaConsumer(bootstrap_servers=run.bootstrap, enable_auto_commit=False)
-    await admin.start()
-    await consumer.start()
-    try:
-        committed = await admin.list_consumer_group_offsets(group)
-        tps = [TopicPartition(run.topic(t), p) for t in topics for p in range(t.partitions)]
-        ends = await consumer.end_offsets(tps)
-        lag = {}
-        for tp in tps:
-            meta = committed.get(tp)
-            behind = ends[tp] - (meta.offset if meta is not None and meta.offset >= 0 else 0)
-            if behind:
-                lag[f"{tp.topic}[{tp.partition}]"] = behind
-        return lag
-    finally:
-        await consumer.stop()
-        await admin.close()
 
 
 async def settled_lag(run: Seed) -> tuple[dict[str, int], dict[str, int]]:
     """The planner's and the executors' lag, once both are 0 or LAG_TIMEOUT_S has passed."""
     deadline = time.monotonic() + LAG_TIMEOUT_S
     while True:
-        planner = await group_lag(run, run.planner_group, PLANNER_INPUTS)
-        executors = await group_lag(run, run.executor_group, (STAGE_ADVANCE,))
+        planner = await group_lag(run.bootstrap, run.prefix, run.planner_group, PLANNER_INPUTS)
+        executors = await group_lag(run.bootstrap, run.prefix, run.executor_group, (STAGE_ADVANCE,))
         if (not planner and not executors) or time.monotonic() > deadline:
             return planner, executors
         await asyncio.sleep(1.0)
@@ -732,21 +614,11 @@ async def missing_dead_letters(run: Seed, faults: list[Fault]) -> list[str]:
     }
     deadline = time.monotonic() + DEAD_LETTER_TIMEOUT_S
     while True:
-        letters = {r.ce_id for r in await read_topic(run, DEAD_LETTER)}
+        letters = {r.ce_id for r in await read_topic(run.bootstrap, run.prefix, DEAD_LETTER)}
         missing = sorted(set(sent) - letters)
         if not missing or time.monotonic() > deadline:
             return [f"BUS-4: bad record {m} on {sent[m]} was never dead-lettered" for m in missing[:10]]
         await asyncio.sleep(1.0)
-
-
-def last_wait(processes: ChaosProcesses) -> str:
-    """The planner's most recent non-empty wait_changed, from its log: why it is stuck."""
-    for line in reversed(processes.log_tail("planner", 200_000).splitlines()):
-        if '"wait_changed"' in line and '"waits": []' not in line:
-            with contextlib.suppress(ValueError, KeyError):
-                waits = json.loads(line)["command"]["waits"]
-                return "; ".join(w["message"] for w in waits)[:600]
-    return "none logged"
 
 
 # -- the test -------------------------------------------------------------------------------------
@@ -786,7 +658,9 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
         watcher = Watcher(run)
         inputs = Inputs(run, InjectedFleet(stages=tuple(STAGES), version=OLD, stage_of=dict(STAGE_OF)), watcher)
         tasks.append(asyncio.create_task(watcher.follow()))
-        await publish_release(run)
+        await publish_release(
+            run.bootstrap, run.prefix, event_id=RELEASE_ID, source="chaos-test", channel=CHANNEL, targets={"1.30": NEW}
+        )
         released = time.monotonic()
         summary["setup_s"] = round(released - began, 1)
         injector = asyncio.create_task(run_faults(faults, watcher, processes, chaos_infra, inputs))
@@ -810,7 +684,7 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
                 findings.append(
                     f"rollout {why} {time.monotonic() - released:.0f} s after the release: "
                     f"{len(watcher.succeeded)}/{EXPECTED_UPGRADES} upgrades succeeded, complete tracks "
-                    f"{sorted(watcher.complete)}; planner's last wait: {last_wait(processes)}"
+                    f"{sorted(watcher.complete)}; planner's last wait: {last_wait(processes, tail_chars=200_000)}"
                 )
                 break
             await asyncio.sleep(0.2)
@@ -829,12 +703,12 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
             findings.append(f"executor group {run.executor_group} lag at the end: {executor_lag}")
 
         result = audit(
-            plans=stage_plans(),
+            plans=stage_plans(STAGES),
             version=NEW,
-            progress=await read_topic(run, PROGRESS),
-            stage_advance=await read_topic(run, STAGE_ADVANCE),
-            results=await read_topic(run, UPGRADE_RESULTS),
-            readiness=await read_topic(run, READINESS),
+            progress=await read_topic(run.bootstrap, run.prefix, PROGRESS),
+            stage_advance=await read_topic(run.bootstrap, run.prefix, STAGE_ADVANCE),
+            results=await read_topic(run.bootstrap, run.prefix, UPGRADE_RESULTS),
+            readiness=await read_topic(run.bootstrap, run.prefix, READINESS),
             executor_kills={name: kills for name, kills in processes.kills.items() if name.startswith("executor")},
             lease_s=LEASE_S,
         )

@@ -4,42 +4,14 @@ one, and a start that cannot succeed fails with the reason and the log, never a 
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import Exporter, Series
+from devenv_command import Running
 
 from rollout_devenv import DevenvError, PrometheusServer
-
-
-class Running:
-    """`python -m rollout_devenv prometheus run ...` until `stop` (SIGTERM, as Ctrl-C)."""
-
-    def __init__(self, *argv: str) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "rollout_devenv", "prometheus", "run", *argv],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        assert self.process.stdout is not None
-        self.announced = self.process.stdout.readline().strip()  # blocks until the server is ready
-
-    def stop(self) -> str:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            _, err = self.process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            _, err = self.process.communicate()
-        assert self.process.returncode == 0, err
-        return err
 
 
 def test_prometheus_run_scrapes_its_targets_and_keeps_data_and_port(
@@ -47,7 +19,9 @@ def test_prometheus_run_scrapes_its_targets_and_keeps_data_and_port(
 ) -> None:
     series.set(42)
     data = tmp_path / "prometheus"
-    first = Running("--data-dir", str(data), "--scrape", metrics_exporter.target, "--scrape-interval", "0.5")
+    first = Running(
+        "prometheus", "run", "--data-dir", str(data), "--scrape", metrics_exporter.target, "--scrape-interval", "0.5"
+    )
     try:
         assert first.announced.startswith("PROMETHEUS_URL=http://127.0.0.1:"), first.announced
         url = first.announced.removeprefix("PROMETHEUS_URL=")
@@ -56,7 +30,7 @@ def test_prometheus_run_scrapes_its_targets_and_keeps_data_and_port(
         err = first.stop()
     assert f"data: {data}, kept when it stops; the same --data-dir starts it again with that data and port" in err
     assert (data / "tsdb" / "wal").is_dir()
-    second = Running("--data-dir", str(data), "--scrape", metrics_exporter.target)
+    second = Running("prometheus", "run", "--data-dir", str(data), "--scrape", metrics_exporter.target)
     try:
         assert second.announced == first.announced
         series.set(43)
@@ -66,7 +40,7 @@ def test_prometheus_run_scrapes_its_targets_and_keeps_data_and_port(
 
 
 def test_prometheus_run_without_a_data_dir_deletes_its_data() -> None:
-    server = Running()
+    server = Running("prometheus", "run")
     assert server.announced.startswith("PROMETHEUS_URL=http://127.0.0.1:")
     err = server.stop()
     note = next(line for line in err.splitlines() if line.startswith("data: "))

@@ -24,11 +24,19 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
-from chaos_audit import TRACKS, Audit, StagePlan, audit, decode
-from chaos_audit import Rec as AuditRecord
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from chaos_audit import TRACKS, Audit, audit, decode
 from chaos_processes import ChaosProcesses
+from rollout_harness import (
+    cluster_names,
+    fleet_document,
+    group_lag,
+    last_wait,
+    publish_release,
+    read_topic,
+    stage_plans,
+    start_health,
+)
 
 from rollout_adapters.redis_store import RedisStore
 from rollout_common.topics.catalog import (
@@ -81,11 +89,7 @@ STAGES: dict[str, tuple[int, dict[str, Any]]] = {
 PLANNER_INPUTS = (INVENTORY, READINESS, UPGRADE_RESULTS, OPERATOR_COMMANDS, RELEASE_TARGETS)
 
 
-def cluster_names(stage: str) -> list[str]:
-    return [f"{stage}-{i:03d}" for i in range(1, STAGES[stage][0] + 1)]
-
-
-ALL_CLUSTERS = [name for stage in STAGES for name in cluster_names(stage)]
+ALL_CLUSTERS = [name for stage in STAGES for name in cluster_names(STAGES, stage)]
 EXPECTED_UPGRADES = len(ALL_CLUSTERS) * len(TRACKS)
 
 
@@ -120,39 +124,9 @@ class Run:
         return self.workdir / "driver-calls.log"
 
 
-def fleet_document() -> dict[str, Any]:
-    return {
-        "name": "failover",
-        "generate": [
-            {"count": count, "name": f"{stage}-{{i:03d}}", "labels": {"env": stage}, "version": OLD}
-            for stage, (count, _) in STAGES.items()
-        ],
-        "sequence": {
-            "name": "failover",
-            "channel": CHANNEL,
-            "stages": [
-                {
-                    "name": stage,
-                    "clusterSelector": {"matchLabels": {"env": stage}},
-                    "soak": "1h",
-                    "rolloutStrategy": strategy,
-                }
-                for stage, (_, strategy) in STAGES.items()
-            ],
-        },
-    }
-
-
-def stage_plans() -> dict[str, StagePlan]:
-    return {
-        stage: StagePlan(name=stage, strategy=strategy, members=tuple(cluster_names(stage)))
-        for stage, (_, strategy) in STAGES.items()
-    }
-
-
 def apply_fleet(run: Run) -> None:
     path = run.workdir / "fleet.yaml"
-    path.write_text(yaml.safe_dump(fleet_document()))
+    path.write_text(yaml.safe_dump(fleet_document("failover", STAGES, version=OLD, channel=CHANNEL)))
     command = [sys.executable, "-m", "rollout_cli.main", "apply", str(path), "--bootstrap", run.infra.bootstrap]
     command += ["--redis", run.infra.redis_url, "--topic-prefix", run.prefix, "--namespace", run.namespace]
     # The infrastructure's settings (replication, Sentinels) for the topics and the store apply makes.
@@ -195,27 +169,11 @@ def start_services(processes: ChaosProcesses, run: Run) -> None:
                 "ROLLOUT_SHUTDOWN_GRACE_S": "2",
             },
         )
-    processes.start(
-        "reporter",
-        ["rollout_health", "reporter"],
-        {
-            "ROLLOUT_CLUSTERS": json.dumps(ALL_CLUSTERS),
-            "ROLLOUT_REPORTER_ID": "reporter-failover",
-            "ROLLOUT_PROBE_INTERVAL_S": "0.2",
-            "ROLLOUT_HEARTBEAT_INTERVAL_S": "2",
-            "ROLLOUT_SIMULATED__READY_AFTER_S": "0.1",
-        },
-    )
-    processes.start(
-        "monitor",
-        ["rollout_health", "monitor"],
-        {
-            "ROLLOUT_STALENESS_LIMIT_S": "60",
-            "ROLLOUT_CHECK_INTERVAL_S": "1",
-            "ROLLOUT_RESTART_BACKOFF_MAX_S": "2",
-            "ROLLOUT_REPUBLISH_INTERVAL_S": "10",
-            "ROLLOUT_DATA_DIR": str(run.workdir / "monitor-data"),
-        },
+    start_health(
+        processes,
+        clusters=ALL_CLUSTERS,
+        reporter_id="reporter-failover",
+        monitor_env={"ROLLOUT_DATA_DIR": str(run.workdir / "monitor-data")},
     )
 
 
@@ -233,28 +191,6 @@ async def wait_for_fleet(run: Run, processes: ChaosProcesses) -> None:
                 await asyncio.sleep(0.2)
     finally:
         await store.close()
-
-
-async def publish_release(run: Run) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=run.infra.bootstrap, enable_idempotence=True, acks="all")
-    await producer.start()
-    try:
-        event_id = f"rel-{run.prefix}"
-        body = {"eventId": event_id, "channel": CHANNEL, "targets": {"1.30": NEW}}
-        await producer.send_and_wait(
-            run.topic(RELEASE_TARGETS),
-            json.dumps(body).encode(),
-            key=CHANNEL.encode(),
-            headers=[
-                ("ce_specversion", b"1.0"),
-                ("ce_id", event_id.encode()),
-                ("ce_source", b"failover-test"),
-                ("ce_type", b"io.rollout.release_target.v1"),
-                ("content-type", b"application/json"),
-            ],
-        )
-    finally:
-        await producer.stop()
 
 
 class Watcher:
@@ -323,62 +259,12 @@ class Watcher:
         )
 
 
-async def read_topic(bootstrap: str, topic: str, partitions: int) -> list[AuditRecord]:
-    """Every record of the topic up to its end offsets now."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
-        records: list[AuditRecord] = []
-
-        async def behind() -> bool:
-            return any([await consumer.position(tp) < ends[tp] for tp in tps])
-
-        async with asyncio.timeout(60):
-            while await behind():
-                for batch in (await consumer.getmany(timeout_ms=500)).values():
-                    records.extend(
-                        decode(r.topic, r.partition, r.offset, r.timestamp, r.headers, r.value)
-                        for r in batch
-                        if r.offset < ends[TopicPartition(r.topic, r.partition)]
-                    )
-        return records
-    finally:
-        await consumer.stop()
-
-
-async def group_lag(bootstrap: str, group: str, topics: list[tuple[str, int]]) -> dict[str, int]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await admin.start()
-    await consumer.start()
-    try:
-        committed = await admin.list_consumer_group_offsets(group)
-        tps = [TopicPartition(name, p) for name, count in topics for p in range(count)]
-        ends = await consumer.end_offsets(tps)
-        lag = {}
-        for tp in tps:
-            meta = committed.get(tp)
-            behind = ends[tp] - (meta.offset if meta is not None and meta.offset >= 0 else 0)
-            if behind:
-                lag[f"{tp.topic}[{tp.partition}]"] = behind
-        return lag
-    finally:
-        await consumer.stop()
-        await admin.close()
-
-
 async def settled_lag(run: Run, *, timeout_s: float = 60.0) -> dict[str, int]:
     """Both groups' lag once it is 0 (or what is left after `timeout_s`)."""
     deadline = time.monotonic() + timeout_s
-    planner = [(run.topic(t), t.partitions) for t in PLANNER_INPUTS]
-    executors = [(run.topic(STAGE_ADVANCE), STAGE_ADVANCE.partitions)]
     while True:
-        lag = await group_lag(run.infra.bootstrap, f"{run.prefix}planner", planner)
-        lag |= await group_lag(run.infra.bootstrap, f"{run.prefix}executors", executors)
+        lag = await group_lag(run.infra.bootstrap, run.prefix, f"{run.prefix}planner", PLANNER_INPUTS)
+        lag |= await group_lag(run.infra.bootstrap, run.prefix, f"{run.prefix}executors", (STAGE_ADVANCE,))
         if not lag or time.monotonic() > deadline:
             return lag
         await asyncio.sleep(0.5)
@@ -394,16 +280,6 @@ def driver_calls(run: Run) -> Counter[tuple[str, str, str]]:
                 cluster, track, version = rest
                 calls[(cluster, track, version)] += 1
     return calls
-
-
-def last_wait(processes: ChaosProcesses) -> str:
-    """The planner's most recent non-empty wait_changed, from its log: why it is stuck."""
-    for line in reversed(processes.log_tail("planner", 400_000).splitlines()):
-        if '"wait_changed"' in line and '"waits": []' not in line:
-            with contextlib.suppress(ValueError, KeyError):
-                waits = json.loads(line)["command"]["waits"]
-                return "; ".join(w["message"] for w in waits)[:600]
-    return "none logged"
 
 
 @dataclass
@@ -438,7 +314,14 @@ async def whole_rollout(infra: Infra, workdir: Path, faults: Faults) -> Outcome:
         await wait_for_fleet(run, processes)
         watcher = Watcher(run)
         tasks.append(asyncio.create_task(watcher.follow()))
-        await publish_release(run)
+        await publish_release(
+            infra.bootstrap,
+            run.prefix,
+            event_id=f"rel-{run.prefix}",
+            source="failover-test",
+            channel=CHANNEL,
+            targets={"1.30": NEW},
+        )
         released = time.monotonic()
         injector = asyncio.create_task(faults(watcher, processes))
         tasks.append(injector)
@@ -455,16 +338,16 @@ async def whole_rollout(infra: Infra, workdir: Path, faults: Faults) -> Outcome:
         try:
             await watcher.until(done, what="every stage and track COMPLETE")
         except AssertionError as exc:
-            raise AssertionError(f"{exc}; planner's last wait: {last_wait(processes)}") from None
+            raise AssertionError(f"{exc}; planner's last wait: {last_wait(processes, tail_chars=400_000)}") from None
         rollout_s = time.monotonic() - released
         lag = await settled_lag(run)
         result = audit(
-            plans=stage_plans(),
+            plans=stage_plans(STAGES),
             version=NEW,
-            progress=await read_topic(infra.bootstrap, run.topic(PROGRESS), PROGRESS.partitions),
-            stage_advance=await read_topic(infra.bootstrap, run.topic(STAGE_ADVANCE), STAGE_ADVANCE.partitions),
-            results=await read_topic(infra.bootstrap, run.topic(UPGRADE_RESULTS), UPGRADE_RESULTS.partitions),
-            readiness=await read_topic(infra.bootstrap, run.topic(READINESS), READINESS.partitions),
+            progress=await read_topic(infra.bootstrap, run.prefix, PROGRESS),
+            stage_advance=await read_topic(infra.bootstrap, run.prefix, STAGE_ADVANCE),
+            results=await read_topic(infra.bootstrap, run.prefix, UPGRADE_RESULTS),
+            readiness=await read_topic(infra.bootstrap, run.prefix, READINESS),
             executor_kills={},
             lease_s=EXECUTOR_LEASE_S,
         )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,18 +77,32 @@ def clock() -> FakeClock:
     return FakeClock(1000.0)
 
 
+@contextlib.contextmanager
+def running_monitor(settings: MonitorSettings, outbox: RecordingOutbox, clock: FakeClock) -> Iterator[HealthMonitor]:
+    """A monitor whose agent a test can feed through `raw_channel`, its consumer's loop closed after."""
+    made = HealthMonitor(settings, outbox=outbox, clock=clock)
+    made.app.finalize()
+    made.app.flow_control.resume()
+    try:
+        yield made
+    finally:
+        # A stream touches `app.consumer`, whose (never started) consumer thread made an event loop
+        # of its own; nothing else closes it in a test, and an unclosed loop fails the suite.
+        consumer = made.app._consumer
+        if consumer is not None:
+            consumer._thread.thread_loop.close()
+
+
+def raw_channel(monitor: HealthMonitor) -> faust.ChannelT[Any]:
+    """A channel that hands the agent each record's bytes as they are, like the heartbeat topic."""
+    return monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+
+
 @pytest.fixture
 async def monitor(outbox: RecordingOutbox, clock: FakeClock) -> AsyncIterator[HealthMonitor]:
     # repeats off: these tests count changes; the repeat has its own test
-    made = HealthMonitor(MonitorSettings(staleness_limit_s=30, republish_interval_s=0), outbox=outbox, clock=clock)
-    made.app.finalize()
-    made.app.flow_control.resume()
-    yield made
-    # A stream touches `app.consumer`, whose (never started) consumer thread made an event loop
-    # of its own; nothing else closes it in a test, and an unclosed loop fails the suite.
-    consumer = made.app._consumer
-    if consumer is not None:
-        consumer._thread.thread_loop.close()
+    with running_monitor(MonitorSettings(staleness_limit_s=30, republish_interval_s=0), outbox, clock) as made:
+        yield made
 
 
 def _heartbeat(cluster: str, ready: bool, at: float = 1000.0) -> tuple[bytes, dict[str, bytes]]:
@@ -96,7 +111,7 @@ def _heartbeat(cluster: str, ready: bool, at: float = 1000.0) -> tuple[bytes, di
 
 
 async def test_only_changes_are_published(monitor: HealthMonitor, outbox: RecordingOutbox) -> None:
-    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    raw = raw_channel(monitor)
     async with monitor.agent.test_context(channel=raw) as agent:
         for at, (cluster, ready) in enumerate([("c1", True), ("c1", True), ("c2", False), ("c1", False)]):
             value, headers = _heartbeat(cluster, ready, 1000.0 + at)
@@ -114,7 +129,7 @@ async def test_only_changes_are_published(monitor: HealthMonitor, outbox: Record
 async def test_a_silent_cluster_is_marked_stale_once_then_recovers(
     monitor: HealthMonitor, outbox: RecordingOutbox, clock: FakeClock
 ) -> None:
-    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    raw = raw_channel(monitor)
     async with monitor.agent.test_context(channel=raw) as agent:
         for cluster, at in (("c1", 1000.0), ("c2", 1025.0)):
             value, headers = _heartbeat(cluster, True, at)
@@ -132,7 +147,7 @@ async def test_a_silent_cluster_is_marked_stale_once_then_recovers(
 async def test_a_bad_heartbeat_is_dead_lettered_and_the_agent_goes_on(
     monitor: HealthMonitor, outbox: RecordingOutbox
 ) -> None:
-    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    raw = raw_channel(monitor)
     async with monitor.agent.test_context(channel=raw) as agent:
         await agent.put(b"\xff not json", key=b"c1", headers={"ce_specversion": b"1.0"})
         value, headers = _heartbeat("c1", True)
@@ -156,11 +171,8 @@ async def test_readiness_is_said_again_each_republish_interval_without_a_change(
 ) -> None:
     """A ready the planner applied before the upgrade it follows is repaired by the next repeat."""
     settings = MonitorSettings(staleness_limit_s=30, check_interval_s=5, republish_interval_s=5)
-    made = HealthMonitor(settings, outbox=outbox, clock=clock)
-    made.app.finalize()
-    made.app.flow_control.resume()
-    try:
-        raw = made.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    with running_monitor(settings, outbox, clock) as made:
+        raw = raw_channel(made)
         async with made.agent.test_context(channel=raw) as agent:
             for cluster, ready in (("c1", True), ("c2", False)):
                 value, headers = _heartbeat(cluster, ready)
@@ -173,10 +185,6 @@ async def test_readiness_is_said_again_each_republish_interval_without_a_change(
         ]
         # repeats are not changes
         assert _sample(made, "rollout_health_readiness_changes_total", ready="true") == 1
-    finally:
-        consumer = made.app._consumer
-        if consumer is not None:
-            consumer._thread.thread_loop.close()
 
 
 async def test_bus_7_a_repeat_carries_the_newest_agreeing_observation(
@@ -186,11 +194,8 @@ async def test_bus_7_a_repeat_carries_the_newest_agreeing_observation(
     newest heartbeat, not of its last change, so a planner waiting for an observation after the
     upgrade's result counts it ready; a stale mark keeps the time of the silence."""
     settings = MonitorSettings(staleness_limit_s=30, check_interval_s=5, republish_interval_s=5)
-    made = HealthMonitor(settings, outbox=outbox, clock=clock)
-    made.app.finalize()
-    made.app.flow_control.resume()
-    try:
-        raw = made.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    with running_monitor(settings, outbox, clock) as made:
+        raw = raw_channel(made)
         async with made.agent.test_context(channel=raw) as agent:
             for at in (1000.0, 1004.0, 1008.0):  # ready all along: one change, at 1000
                 value, headers = _heartbeat("c1", True, at)
@@ -198,17 +203,13 @@ async def test_bus_7_a_repeat_carries_the_newest_agreeing_observation(
             clock.now = 1010.0
             again = await made.check_staleness()
         assert [(r.cluster, r.ready, r.reason, r.observed_at) for r in again] == [("c1", True, "unchanged", 1008.0)]
-    finally:
-        consumer = made.app._consumer
-        if consumer is not None:
-            consumer._thread.thread_loop.close()
 
 
 async def test_readiness_carries_the_heartbeats_observation_time(
     monitor: HealthMonitor, outbox: RecordingOutbox
 ) -> None:
     """BUS-7: the time a cluster was observed, not the time the record arrived, travels on."""
-    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    raw = raw_channel(monitor)
     async with monitor.agent.test_context(channel=raw) as agent:
         value, headers = _heartbeat("c1", True, 990.5)
         await agent.put(value, key=b"c1", headers=headers, timestamp=1000.0)
@@ -223,7 +224,7 @@ async def test_a_heartbeat_stamped_beyond_the_future_bound_is_dead_lettered(
 ) -> None:
     """BUS-7: 31 s ahead of the monitor's clock is refused (bound 30 s by default), 29 s accepted:
     a heartbeat from the future would keep its cluster from ever going stale."""
-    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    raw = raw_channel(monitor)
     async with monitor.agent.test_context(channel=raw) as agent:
         for cluster, at in (("c1", 1031.0), ("c2", 1029.0)):
             value, headers = _heartbeat(cluster, True, at)
@@ -242,7 +243,7 @@ async def test_staleness_counts_from_the_observation(
     monitor: HealthMonitor, outbox: RecordingOutbox, clock: FakeClock
 ) -> None:
     """BUS-7: a heartbeat observed at 1000 but delivered at 1039 is 40 s old at 1040 (limit 30)."""
-    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    raw = raw_channel(monitor)
     async with monitor.agent.test_context(channel=raw) as agent:
         value, headers = _heartbeat("c1", True, 1000.0)
         await agent.put(value, key=b"c1", headers=headers, timestamp=1039.0)
@@ -266,16 +267,13 @@ async def test_the_planner_flags_an_upgrade_the_cluster_does_not_report_through_
     upgrade to 1.31.2 succeeded while its API server still says v1.30.5, and counts it done once it
     says v1.31.2."""
     settings = MonitorSettings(staleness_limit_s=30, check_interval_s=5, republish_interval_s=5)
-    made = HealthMonitor(settings, outbox=outbox, clock=clock)
-    made.app.finalize()
-    made.app.flow_control.resume()
 
     def versioned(at: float, cp: str, nodes: str = "v1.30.5") -> tuple[bytes, dict[str, bytes]]:
         beat = Heartbeat(cluster="c1", ready=True, observed_at=at, control_plane_version=cp, node_version=nodes)
         return encode(beat, event_id=f"hb-{at}", source="test", at=at)
 
-    try:
-        raw = made.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    with running_monitor(settings, outbox, clock) as made:
+        raw = raw_channel(made)
         async with made.agent.test_context(channel=raw) as agent:
             for at, cp in ((1000.0, "v1.30.5"), (1002.0, "v1.30.5"), (1006.0, "v1.30.5"), (1008.0, "v1.31.2")):
                 value, headers = versioned(at, cp)
@@ -290,10 +288,6 @@ async def test_the_planner_flags_an_upgrade_the_cluster_does_not_report_through_
             (True, "reported ready", 1008.0, "1.31.2", "1.30.5"),  # the version alone changed
         ]
         assert [(r.reason, r.control_plane_version) for r in again] == [("unchanged", "1.30.5")]
-    finally:
-        consumer = made.app._consumer
-        if consumer is not None:
-            consumer._thread.thread_loop.close()
 
     engine = new_state(
         Sequence.model_validate({"name": "s", "channel": "regular", "stages": [{"name": "a", "clusterNames": ["c1"]}]}),
@@ -344,7 +338,7 @@ async def test_bus_4_a_row_is_written_only_after_its_readiness_and_every_earlier
     event acked for faust's commit) only in arrival order once its readiness is on the topic: a
     crash before that replays the heartbeat and the row does not claim a change was published."""
     outbox.hold = True
-    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    raw = raw_channel(monitor)
     async with monitor.agent.test_context(channel=raw) as agent:
         for cluster in ("c1", "c2", "c1"):
             value, headers = _heartbeat(cluster, True)
@@ -366,7 +360,7 @@ async def test_bus_4_a_failed_readiness_send_finishes_nothing_after_it(
 ) -> None:
     """A send the broker refused stops the queue: no later heartbeat's offset may be committed."""
     outbox.hold = True
-    raw = monitor.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    raw = raw_channel(monitor)
     async with monitor.agent.test_context(channel=raw) as agent:
         for cluster in ("c1", "c2"):
             value, headers = _heartbeat(cluster, True)
@@ -399,11 +393,8 @@ async def test_a_heartbeat_that_changes_nothing_writes_no_row_until_the_checkpoi
     is a checkpoint interval old (120 s by default); between, the time is kept in memory, and
     staleness counts from it (BUS-7): c1, last heard at 1119, is not stale at 1140 (limit 30)."""
     settings = MonitorSettings(staleness_limit_s=30, republish_interval_s=0, checkpoint_interval_s=120)
-    made = HealthMonitor(settings, outbox=outbox, clock=clock)
-    made.app.finalize()
-    made.app.flow_control.resume()
-    try:
-        raw = made.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    with running_monitor(settings, outbox, clock) as made:
+        raw = raw_channel(made)
         rows: list[float] = []
         async with made.agent.test_context(channel=raw) as agent:
             for at in (1000.0, 1030.0, 1060.0, 1119.0):
@@ -421,10 +412,6 @@ async def test_a_heartbeat_that_changes_nothing_writes_no_row_until_the_checkpoi
         assert rows == [1000.0, 1000.0, 1000.0, 1000.0, 1120.0]
         assert (stale.cluster, stale.reason) == ("c1", "stale: no heartbeat for 31 s")
         assert outbox.readiness() == [("c1", True, "reported ready"), ("c1", False, "stale: no heartbeat for 31 s")]
-    finally:
-        consumer = made.app._consumer
-        if consumer is not None:
-            consumer._thread.thread_loop.close()
 
 
 async def test_a_row_silent_for_the_expiry_is_dropped_and_its_stale_mark_no_longer_repeated(
@@ -435,11 +422,8 @@ async def test_a_row_silent_for_the_expiry_is_dropped_and_its_stale_mark_no_long
     until 1100, then its row goes (counted) and nothing more is said of it; a later heartbeat is a
     first one again."""
     settings = MonitorSettings(staleness_limit_s=30, check_interval_s=5, republish_interval_s=5, row_expiry_s=100)
-    made = HealthMonitor(settings, outbox=outbox, clock=clock)
-    made.app.finalize()
-    made.app.flow_control.resume()
-    try:
-        raw = made.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    with running_monitor(settings, outbox, clock) as made:
+        raw = raw_channel(made)
         said: list[tuple[float, bool, str | None]] = []
         async with made.agent.test_context(channel=raw) as agent:
             value, headers = _heartbeat("c1", True, 1000.0)
@@ -459,10 +443,6 @@ async def test_a_row_silent_for_the_expiry_is_dropped_and_its_stale_mark_no_long
         assert gone
         assert outbox.readiness()[-1] == ("c1", True, "reported ready")
         assert _sample(made, "rollout_health_rows_expired_total") == 1
-    finally:
-        consumer = made.app._consumer
-        if consumer is not None:
-            consumer._thread.thread_loop.close()
 
 
 async def test_after_a_revocation_a_cluster_is_judged_from_its_row_plus_the_checkpoint_interval(
@@ -473,11 +453,8 @@ async def test_after_a_revocation_a_cluster_is_judged_from_its_row_plus_the_chec
     heartbeat at 1100 was not checkpointed (interval 120 s): after the revocation it is not stale at
     1149 (1000 + 120 + limit 30 = 1150), and stale at 1150, counted from the row."""
     settings = MonitorSettings(staleness_limit_s=30, republish_interval_s=0, checkpoint_interval_s=120)
-    made = HealthMonitor(settings, outbox=outbox, clock=clock)
-    made.app.finalize()
-    made.app.flow_control.resume()
-    try:
-        raw = made.app.channel(schema=faust.Schema(key_serializer="raw", value_serializer="raw"))
+    with running_monitor(settings, outbox, clock) as made:
+        raw = raw_channel(made)
         async with made.agent.test_context(channel=raw) as agent:
             for at in (1000.0, 1100.0):
                 clock.now = at
@@ -489,7 +466,3 @@ async def test_after_a_revocation_a_cluster_is_judged_from_its_row_plus_the_chec
             clock.now = 1150.0
             [stale] = await made.check_staleness()
         assert (stale.cluster, stale.reason) == ("c1", "stale: no heartbeat for 150 s")
-    finally:
-        consumer = made.app._consumer
-        if consumer is not None:
-            consumer._thread.thread_loop.close()

@@ -17,12 +17,10 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient
+from monitor_group import group_has, heartbeat_record, one_per_partition, stop_workers
 
-from rollout_adapters.memory_bus import kafka_partition
-from rollout_common.envelope import decode, encode
+from rollout_common.envelope import decode
 from rollout_common.events import Readiness
-from rollout_common.heartbeat import Heartbeat
 from rollout_common.topics.catalog import HEARTBEATS, READINESS
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -52,41 +50,7 @@ def launch(kafka_bootstrap: str, topic_prefix: str, tmp_path: Path) -> Iterator[
         return process
 
     yield start
-    for process in started:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-    for process in started:
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
-def _one_per_partition(stem: str) -> list[str]:
-    names: dict[int, str] = {}
-    i = 0
-    while len(names) < HEARTBEATS.partitions:
-        name = f"{stem}-{i}"
-        names.setdefault(kafka_partition(name.encode(), HEARTBEATS.partitions), name)
-        i += 1
-    return [names[p] for p in sorted(names)]
-
-
-async def _group_has(kafka_bootstrap: str, group: str, members: int, timeout_s: float) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    await admin.start()
-    try:
-        async with asyncio.timeout(timeout_s):
-            while True:  # no event to wait on: ask the broker until the group is stable with them all
-                with contextlib.suppress(Exception):
-                    for response in await admin.describe_consumer_groups([group]):
-                        for described in response.groups:
-                            if described[2] == "Stable" and len(described[5]) == members:
-                                return
-                await asyncio.sleep(0.3)
-    finally:
-        await admin.close()
+    stop_workers(started)
 
 
 class Fleet:
@@ -103,15 +67,8 @@ class Fleet:
 
     async def beat(self, cluster: str) -> None:
         now = time.time()
-        value, headers = encode(
-            Heartbeat(cluster=cluster, ready=True, observed_at=now, reporter="test"),
-            event_id=f"{cluster}-{now}",
-            source="test",
-            at=now,
-        )
-        await self.producer.send_and_wait(
-            self.prefix + HEARTBEATS.name, value, key=cluster.encode(), headers=list(headers.items())
-        )
+        value, headers = heartbeat_record(cluster, now)
+        await self.producer.send_and_wait(self.prefix + HEARTBEATS.name, value, key=cluster.encode(), headers=headers)
         self.last_beat[cluster] = now
 
     async def keep_beating(self, clusters: list[str]) -> None:
@@ -162,8 +119,8 @@ async def test_bus7_a_rebalance_does_not_call_a_beating_cluster_stale(
     settings = {"staleness_limit_s": "15", "checkpoint_interval_s": "600"}
     launch(**settings)
     group = f"{topic_prefix}.rollout-health"
-    await _group_has(kafka_bootstrap, group, 1, timeout_s=120)
-    clusters = _one_per_partition("busy")
+    await group_has(kafka_bootstrap, group, 1, timeout_s=120)
+    clusters = one_per_partition("busy")
     beating = asyncio.create_task(fleet.keep_beating(clusters))
     try:
         await fleet.read_until(fleet.ready(clusters), timeout_s=60)
@@ -171,7 +128,7 @@ async def test_bus7_a_rebalance_does_not_call_a_beating_cluster_stale(
         # the rows, written at the first heartbeats, get older than the limit before the rebalance
         await fleet.read_until(lambda: time.time() - first_ready > 16, timeout_s=60)
         launch(**settings)
-        await _group_has(kafka_bootstrap, group, 2, timeout_s=120)
+        await group_has(kafka_bootstrap, group, 2, timeout_s=120)
         # 20 s more of beating under the new owners (longer than the limit)
         rebalanced = time.time()
         await fleet.read_until(lambda: time.time() - rebalanced > 20, timeout_s=60)
@@ -202,7 +159,7 @@ async def test_bus7_a_restart_does_not_keep_a_silent_cluster_fresh(
     settings = {"staleness_limit_s": "8", "checkpoint_interval_s": "4"}
     first = launch(**settings)
     group = f"{topic_prefix}.rollout-health"
-    await _group_has(kafka_bootstrap, group, 1, timeout_s=120)
+    await group_has(kafka_bootstrap, group, 1, timeout_s=120)
     quiet = "quiet-1"
     started = time.time()
     while time.time() - started < 10:

@@ -16,28 +16,16 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
+from monitor_group import group_has, heartbeat_record, one_per_partition, stop_workers
 
-from rollout_adapters.memory_bus import kafka_partition
-from rollout_common.envelope import decode, encode
+from rollout_common.envelope import decode
 from rollout_common.events import Readiness
-from rollout_common.heartbeat import Heartbeat
 from rollout_common.topics.catalog import HEARTBEATS, READINESS
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 WORKERS = 3
 STALENESS_S = 10
-
-
-def _one_per_partition(stem: str) -> list[str]:
-    """A cluster name on each heartbeat partition, so every worker (the killed one too) owns some."""
-    names: dict[int, str] = {}
-    i = 0
-    while len(names) < HEARTBEATS.partitions:
-        name = f"{stem}-{i}"
-        names.setdefault(kafka_partition(name.encode(), HEARTBEATS.partitions), name)
-        i += 1
-    return [names[p] for p in sorted(names)]
 
 
 @pytest.fixture
@@ -61,31 +49,7 @@ def workers(kafka_bootstrap: str, topic_prefix: str, tmp_path: Path) -> Iterator
         for _ in range(WORKERS)
     ]
     yield processes
-    for process in processes:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-    for process in processes:
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
-async def _group_has(kafka_bootstrap: str, group: str, members: int, timeout_s: float) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    await admin.start()
-    try:
-        async with asyncio.timeout(timeout_s):
-            while True:  # no event to wait on: ask the broker until the group is stable with them all
-                with contextlib.suppress(Exception):
-                    for response in await admin.describe_consumer_groups([group]):
-                        for described in response.groups:
-                            if described[2] == "Stable" and len(described[5]) == members:
-                                return
-                await asyncio.sleep(0.3)
-    finally:
-        await admin.close()
+    stop_workers(processes)
 
 
 async def _committed_past(kafka_bootstrap: str, group: str, topic: str, records: list[tuple[int, int]]) -> None:
@@ -108,8 +72,8 @@ async def test_bus7_three_workers_one_killed_silent_clusters_go_stale_once_and_l
     kafka_bootstrap: str, topic_prefix: str, workers: list[subprocess.Popen[bytes]]
 ) -> None:
     prefix = f"{topic_prefix}."
-    await _group_has(kafka_bootstrap, prefix + "rollout-health", WORKERS, timeout_s=120)
-    silent, live = _one_per_partition("silent"), _one_per_partition("live")
+    await group_has(kafka_bootstrap, prefix + "rollout-health", WORKERS, timeout_s=120)
+    silent, live = one_per_partition("silent"), one_per_partition("live")
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True)
     readiness = AIOKafkaConsumer(
         prefix + READINESS.name, bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest"
@@ -119,16 +83,8 @@ async def test_bus7_three_workers_one_killed_silent_clusters_go_stale_once_and_l
     seen: list[tuple[float, str, bool, str | None]] = []
 
     async def beat(cluster: str) -> tuple[int, int]:
-        now = time.time()
-        value, headers = encode(
-            Heartbeat(cluster=cluster, ready=True, observed_at=now, reporter="test"),
-            event_id=f"{cluster}-{now}",
-            source="test",
-            at=now,
-        )
-        sent = await producer.send_and_wait(
-            prefix + HEARTBEATS.name, value, key=cluster.encode(), headers=list(headers.items())
-        )
+        value, headers = heartbeat_record(cluster, time.time())
+        sent = await producer.send_and_wait(prefix + HEARTBEATS.name, value, key=cluster.encode(), headers=headers)
         return sent.partition, sent.offset
 
     async def keep_alive() -> None:
@@ -198,7 +154,7 @@ async def test_bus4_a_worker_killed_mid_stream_loses_no_cluster_for_good(
     becomes a change is not asserted; the count is printed. Repeats ("unchanged") count for the end
     state: they are how the monitor repairs a change lost between its table and the topic."""
     prefix = f"{topic_prefix}."
-    await _group_has(kafka_bootstrap, prefix + "rollout-health", WORKERS, timeout_s=120)
+    await group_has(kafka_bootstrap, prefix + "rollout-health", WORKERS, timeout_s=120)
     clusters = [f"burst-{i:05d}" for i in range(4_000)]
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True, linger_ms=5)
     readiness = AIOKafkaConsumer(
@@ -224,17 +180,9 @@ async def test_bus4_a_worker_killed_mid_stream_loses_no_cluster_for_good(
         for start in range(0, len(clusters), 200):
             sends = []
             for cluster in clusters[start : start + 200]:
-                now = time.time()
-                value, headers = encode(
-                    Heartbeat(cluster=cluster, ready=True, observed_at=now, reporter="test"),
-                    event_id=f"{cluster}-{now}",
-                    source="test",
-                    at=now,
-                )
+                value, headers = heartbeat_record(cluster, time.time())
                 sends.append(
-                    await producer.send(
-                        prefix + HEARTBEATS.name, value, key=cluster.encode(), headers=list(headers.items())
-                    )
+                    await producer.send(prefix + HEARTBEATS.name, value, key=cluster.encode(), headers=headers)
                 )
             await asyncio.gather(*sends)
             await read_some()
@@ -245,7 +193,7 @@ async def test_bus4_a_worker_killed_mid_stream_loses_no_cluster_for_good(
 
     try:
         assert await report_all(kill_mid_stream=True)
-        await _group_has(kafka_bootstrap, prefix + "rollout-health", WORKERS - 1, timeout_s=120)
+        await group_has(kafka_bootstrap, prefix + "rollout-health", WORKERS - 1, timeout_s=120)
         assert await report_all(kill_mid_stream=False) is False  # the reporters' next round
         try:
             async with asyncio.timeout(180):  # a rebalance, the replay, the second round

@@ -3,42 +3,17 @@ when they stop unless given a data dir (DATA=DIR), and then keep data and addres
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
+from devenv_command import Running
 
 pytestmark = pytest.mark.integration
 
 _REPO = Path(__file__).resolve().parents[2]
-
-
-class Running:
-    def __init__(self, *argv: str) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "rollout_devenv", *argv],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        assert self.process.stdout is not None
-        self.announced = self.process.stdout.readline().strip()  # blocks until the server is ready
-
-    def stop(self) -> str:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            _, err = self.process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            _, err = self.process.communicate()
-        assert self.process.returncode == 0, err
-        return err
 
 
 @pytest.fixture
