@@ -80,6 +80,8 @@ ELSEWHERE = {
     ".venv/bin/pytest tests/chaos": "the suite runs tests/chaos with these defaults",
     "make kube": "tests/kube/test_devenv_kube.py (runs it, uses the apiserver, stops it with Ctrl-C)",
     "make kube-build": "tests/kube/test_devenv_kube.py (through make kube, which depends on it)",
+    "make helm-build": "make test runs the same build as helm-build-background; tests/kube/test_helm_chart.py uses it",
+    "make failover": "the tests it runs are tests/failover's failover_e2e ones, kept out of make test for time",
 }
 
 
