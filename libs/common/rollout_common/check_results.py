@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
+from rollout_common.epoch import EpochSeconds
+
 
 class CheckOutcome(str, Enum):
     """`failed`: the success condition is false or the failure condition true; `inconclusive`: no
@@ -25,7 +27,9 @@ class CheckResult(BaseModel):
     rollout_id: str = Field(alias="rolloutId", min_length=1)
     stage: str = Field(min_length=1)
     check: str = Field(min_length=1)
-    observed_at: float = Field(alias="observedAt", description="epoch seconds when the query was evaluated (BUS-7)")
+    observed_at: EpochSeconds = Field(
+        alias="observedAt", description="epoch seconds when the query was evaluated (BUS-7)"
+    )
     value: StrictFloat | None = Field(description="the first sample's value; null without one")
     outcome: CheckOutcome
     reason: str = Field(min_length=1, description="why this outcome, e.g. 0.05 against result < 0.01")
