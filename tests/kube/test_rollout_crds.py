@@ -119,7 +119,10 @@ def _with_stage(**changes: Any) -> dict[str, Any]:
             _with_stage(rolloutStrategy={"autoPartitionSize": "0%"}),
             "must be a count of clusters (integer >= 1) or a percentage above 0 such as '25%'",
         ),
-        (_with_stage(soakOverrides={"1.31": "1d"}), r"every key must match ^[0-9]+\.[0-9]+\.[0-9]+(-gke\.[0-9]+)?$"),
+        (
+            _with_stage(soakOverrides={"1.31": "1d"}),
+            r"every key must match ^[0-9]{1,12}\.[0-9]{1,12}\.[0-9]{1,12}(-gke\.[0-9]{1,12})?$",
+        ),
     ],
 )
 async def test_invalid_sequences_are_refused_with_the_rule_message(
@@ -145,7 +148,7 @@ async def test_invalid_sequences_are_refused_with_the_rule_message(
             {"channel": "stable", "targets": {"1.30": "1.31.2"}, "tracks": ["nodes"]},
             "tracks belong to an on-demand version",
         ),
-        ({"channel": "stable", "targets": {"1.30.1": "1.31.2"}}, r"every key must match ^[0-9]+\.[0-9]+$"),
+        ({"channel": "stable", "targets": {"1.30.1": "1.31.2"}}, r"every key must match ^[0-9]{1,12}\.[0-9]{1,12}$"),
     ],
 )
 async def test_invalid_releases_are_refused_with_the_rule_message(

@@ -17,9 +17,13 @@ from rollout_common.errors import PermanentError
 
 # Python's "nothing follows" (`$` there also matches before a final newline); Go's `$` does not.
 _END = r"(?![\s\S])"
-# The one lookahead of the models (a percentage above 0), spelled without it.
+# The lookaheads of the models (a percentage above 0, a duration above 0), spelled without them:
+# a number above zero has a digit 1-9 in its whole part or in its fraction.
+_ABOVE_ZERO = r"([0-9]*[1-9][0-9]*(\.[0-9]+)?|[0-9]+\.[0-9]*[1-9][0-9]*)"
+_DURATION_PART = r"([0-9]+(\.[0-9]+)?[smhd])"
 _RE2_EQUIVALENTS = {
-    r"^(?=[0-9.]*[1-9])([0-9]+(?:\.[0-9]+)?)%": r"^([0-9]*[1-9][0-9]*(\.[0-9]+)?|[0-9]+\.[0-9]*[1-9][0-9]*)%$",
+    r"^(?=[0-9.]*[1-9])([0-9]+(?:\.[0-9]+)?)%": rf"^{_ABOVE_ZERO}%$",
+    r"^(?=[^1-9]*[1-9])([0-9]+(\.[0-9]+)?[smhd])+": rf"^{_DURATION_PART}*{_ABOVE_ZERO}[smhd]{_DURATION_PART}*$",
 }
 _DROPPED = frozenset({"title", "default", "$defs", "examples", "uniqueItems"})
 # The apiserver estimates a CEL rule's worst cost from the sizes the schema allows: a list or map
