@@ -15,8 +15,9 @@ has likely completed, or leaving every stage; a sequence change that appends a s
 nothing, changes a soak or puts a cluster in two stages; a failed first-stage upgrade followed by
 a newer release; a cancel before later stages are reached. Two fleet shapes go with them: clusters
 that no stage selects until a stage is appended, and a first stage that starts empty. An inventory
-change that puts a cluster in two stages is no shape of its own: the shared checker counts such a
-cluster in the first of them, where SEQ-2 leaves it in neither, so it would judge a right engine.
+change that puts a cluster in two stages is left out of every script (`single_stage`): the shared
+checker counts such a cluster in the first of them, where SEQ-2 leaves it in neither, so it would
+judge a right engine.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import copy
 import random
 from collections.abc import Callable
 from typing import Any
+
+from single_stage import drop_two_stage_upserts
 
 Doc = dict[str, Any]
 Rng = random.Random
@@ -452,6 +455,7 @@ def generate(seed: int, *, kinds: dict[str, float] = EVENT_KINDS) -> Doc:
         if "command" in entry and entry["at"] in releases_at:
             entry["at"] += 1
     events.sort(key=lambda e: e["at"])  # stable: same-time entries keep their drawn order
+    events = drop_two_stage_upserts(clusters, first, events)
     for entry in events:
         entry["at"] = duration(entry["at"])
     names = [c["name"] for c in clusters]
