@@ -86,22 +86,34 @@ async def eventually(probe: Callable[[], Awaitable[T | None]], *, what: str, tim
 async def everything_on(bus: KafkaBus, topic: TopicDef, *, prefix: str) -> list[tuple[str, Any]]:
     """(ce_id, model) of every record on the topic, read up to a marker this call publishes last,
     so nothing published before the call is missed and no fixed wait is needed."""
+    records = await _records_up_to_marker(bus, topic, prefix=prefix)
+    return [
+        (headers.get("ce_id", b"").decode(), envelope.decode(value, headers, topic.models)[1])
+        for value, headers in records
+    ]
+
+
+async def sources_on(bus: KafkaBus, topic: TopicDef, *, prefix: str) -> list[str]:
+    """The `ce_source` of every record on the topic (read as `everything_on` reads)."""
+    records = await _records_up_to_marker(bus, topic, prefix=prefix)
+    return [headers.get("ce_source", b"").decode() for _, headers in records]
+
+
+async def _records_up_to_marker(bus: KafkaBus, topic: TopicDef, *, prefix: str) -> list[tuple[bytes, dict[str, bytes]]]:
     name = prefix + topic.name
     marker = f"marker-{uuid.uuid4().hex}"
     value, headers = envelope.encode(Notice(code="marker", message=marker), event_id=marker, source="test", at=0.0)
     key = b"marker"
     await bus.publish(name, key=key, value=value, headers=headers)
     consumer = bus.consumer([name], group=f"{prefix}reader-{uuid.uuid4().hex[:6]}")
-    seen: list[tuple[str, Any]] = []
+    seen: list[tuple[bytes, dict[str, bytes]]] = []
     deadline = time.monotonic() + DEADLINE_S
     try:
         while time.monotonic() < deadline:
             for record in await consumer.poll(timeout_s=1.0):
-                ids = record.headers.get("ce_id", b"").decode()
-                if ids == marker:
+                if record.headers.get("ce_id", b"").decode() == marker:
                     return seen
-                _, model = envelope.decode(record.value, record.headers, topic.models)
-                seen.append((ids, model))
+                seen.append((record.value, dict(record.headers)))
     finally:
         await consumer.close()
     raise AssertionError(f"the marker never came back on {name}")

@@ -68,6 +68,7 @@ def test_helm_lint(helm: list[str]) -> None:
 def test_helm_template_defaults(helm: list[str]) -> None:
     """Every service, the bridge with its Role, the management cluster's ClusterRoles; no KEDA."""
     assert _kinds(_helm(helm, "template", "r1", str(CHART), "--namespace", "rollout")) == [
+        ("ClusterRole", "r1-approver"),
         ("ClusterRole", "r1-executor"),
         ("ClusterRole", "r1-inventory"),
         ("ClusterRole", "r1-rollout-operator"),

@@ -25,10 +25,12 @@ from pydantic import BaseModel
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.kube_bridge import progress
 from rollout_adapters.kube_bridge.crds import GROUP, VERSION
-from rollout_adapters.kube_bridge.resources import UpgradeRelease, UpgradeRollout, UpgradeSequence
+from rollout_adapters.kube_bridge.resources import UpgradeApproval, UpgradeRelease, UpgradeRollout, UpgradeSequence
 from rollout_adapters.kube_bridge.settings import BridgeSettings
 from rollout_adapters.kube_bridge.translate import (
     Plan,
+    approval_for,
+    approval_plan,
     is_published,
     parse_event_id,
     release_plan,
@@ -37,7 +39,7 @@ from rollout_adapters.kube_bridge.translate import (
     sequence_plan,
 )
 from rollout_common import envelope
-from rollout_common.commands import CommandAck
+from rollout_common.commands import CommandAck, StageTransition
 from rollout_common.errors import InvalidInputError, PermanentError, RolloutError
 from rollout_common.topics.catalog import ALL, PROGRESS
 
@@ -51,7 +53,10 @@ _KINDS: dict[str, tuple[Resource, Callable[[Mapping[str, Any]], Plan]]] = {
     "sequence": (UpgradeSequence, sequence_plan),
     "release": (UpgradeRelease, release_plan),
     "rollout": (UpgradeRollout, rollout_plan),
+    "approval": (UpgradeApproval, approval_plan),
 }
+# The planner's answer to an approval of a gate approved already (CHK-1, BUS-3).
+ALREADY_APPROVED = "ALREADY_APPROVED"
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:
@@ -92,7 +97,7 @@ class Bridge:
         self._listed: set[str] = set()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Watch the three kinds and follow the progress stream until `stop` is set."""
+        """Watch our four kinds and follow the progress stream until `stop` is set."""
         if self._settings.create_topics:
             await self._bus.ensure_topics([t.spec(self._prefix) for t in ALL])
         tasks = [asyncio.create_task(self._follow(kind), name=f"watch-{kind}") for kind in _KINDS]
@@ -197,11 +202,9 @@ class Bridge:
                 status["conditions"] = [
                     condition(accepted=False, reason="Invalid", message=plan.refusal, generation=generation)
                 ]
-            elif kind == "sequence":
-                waiting = "published; waiting for the planner's answer"
-                status["conditions"] = [
-                    condition(accepted=None, reason="Published", message=waiting, generation=generation)
-                ]
+            elif plan.pending is not None:
+                reason, message = plan.pending
+                status["conditions"] = [condition(accepted=None, reason=reason, message=message, generation=generation)]
             await self._write_status(kind, key[1], status)
 
     async def _write_status(self, kind: str, name: str, status: dict[str, Any]) -> None:
@@ -261,6 +264,8 @@ class Bridge:
         if isinstance(model, CommandAck):
             await self._on_ack(model)
             return
+        if isinstance(model, StageTransition):
+            await self._create_approval(model)
         rollout_id = progress.rollout_id_of(model)
         if rollout_id is None:
             return
@@ -281,6 +286,21 @@ class Bridge:
         self._rollout_names[rollout_id] = name
         return name
 
+    async def _create_approval(self, transition: StageTransition) -> None:
+        """CHK-1: a gate starts waiting, so its approval object exists for a user to approve. Made
+        once: the other track's transition, a redelivery or a restart finds it made (409)."""
+        wanted = approval_for(transition)
+        if wanted is None:
+            return
+        name, spec = wanted
+        body = UpgradeApproval(metadata=ObjectMeta(name=name, namespace=self._namespace), spec=spec)
+        try:
+            await self._client.create(body)
+            log.info("made approval %s for the %s gate of stage %s", name, spec["gate"], spec["stage"])
+        except ApiError as exc:
+            if exc.status.code != 409:
+                raise
+
     async def _on_ack(self, ack: CommandAck) -> None:
         """OPS-3 / SEQ-7: the planner's answer to a command this bridge published, as a condition."""
         parsed = parse_event_id(ack.command_id)
@@ -292,6 +312,8 @@ class Bridge:
             return
         async with self._lock:
             reason = "Accepted" if ack.accepted else "Refused"
+            if ack.accepted and ack.reason == ALREADY_APPROVED:
+                reason = "AlreadyApproved"
             status = {
                 **self._status.get(key, {}),
                 "conditions": [
