@@ -119,21 +119,36 @@ async def _records_up_to_marker(bus: KafkaBus, topic: TopicDef, *, prefix: str) 
     raise AssertionError(f"the marker never came back on {name}")
 
 
-async def table(kubeconfig: Path, path: str) -> dict[str, Any]:
-    """GET `path` as the API's table output (what `kubectl get` prints: the printer columns)."""
+async def _connection(kubeconfig: Path) -> tuple[str, str, ssl.SSLContext]:
+    """(server URL, admin token, TLS context) of an admin kubeconfig with a token."""
     config = yaml.safe_load(await asyncio.to_thread(kubeconfig.read_text))
     cluster = config["clusters"][0]["cluster"]
     user = config["users"][0]["user"]
     context = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
-    headers = {
-        "Authorization": f"Bearer {user['token']}",
-        "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io",
-    }
+    return cluster["server"], user["token"], context
+
+
+async def table(kubeconfig: Path, path: str) -> dict[str, Any]:
+    """GET `path` as the API's table output (what `kubectl get` prints: the printer columns)."""
+    server, token, context = await _connection(kubeconfig)
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
     async with httpx.AsyncClient(verify=context) as client:
-        answer = await client.get(cluster["server"] + path, headers=headers)
+        answer = await client.get(server + path, headers=headers)
     answer.raise_for_status()
     document: dict[str, Any] = answer.json()
     return document
+
+
+async def merge_patch_as(kubeconfig: Path, path: str, body: dict[str, Any], *, user: str) -> httpx.Response:
+    """A merge patch of `path` by the admin impersonating `user` (the Impersonate-User header)."""
+    server, token, context = await _connection(kubeconfig)
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Impersonate-User": user,
+        "Content-Type": "application/merge-patch+json",
+    }
+    async with httpx.AsyncClient(verify=context) as client:
+        return await client.patch(server + path, headers=headers, json=body)
 
 
 def cells(document: dict[str, Any]) -> list[dict[str, Any]]:
