@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from bridge_harness import merge_patch_as
+from bridge_harness import eventually, merge_patch_as
 from helm_run import CHART, run_helm
 from lightkube import AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta
@@ -106,3 +106,69 @@ async def test_only_a_user_bound_to_the_approver_role_may_approve(
     assert 'User "alice" cannot list resource "upgradeapprovals" in API group "rollout.dev" at the cluster scope' in (
         listed.stderr
     )
+
+
+async def _approval(kube: AsyncClient, namespace: str, name: str, stage: str) -> None:
+    spec = {"rolloutId": "main-1", "stage": stage, "gate": "before"}
+    await kube.create(UpgradeApproval(metadata={"name": name, "namespace": namespace}, spec=spec))
+
+
+async def test_the_chart_policy_lets_only_a_stage_s_groups_approve_it_as_themselves(
+    helm: list[str], kube: AsyncClient, kubeconfig: Path, namespace: str, tmp_path: Path
+) -> None:
+    """CHK-1 per stage, which RBAC cannot say: with approvals.stageGroups {prod: [sre-leads]} and
+    approvals.approverIsUser, the chart's admission policy refuses alice (an approver, not in
+    sre-leads) approving prod but lets her approve canary; carol, in sre-leads, approves prod,
+    as herself only."""
+    installed_rollout_crds(kubeconfig)
+    rendered = run_helm(
+        helm, "template", "pol", str(CHART), "--namespace", namespace, "--show-only", "templates/approvals.yaml",
+        "--set-json", 'approvals.stageGroups={"prod":["sre-leads"]}', "--set", "approvals.approverIsUser=true",
+    )  # fmt: skip
+    policy = tmp_path / "approvals-policy.yaml"
+    policy.write_text(rendered)
+    try:
+        await _kubectl(kubeconfig, "apply", "-f", str(policy))
+        role = f"{namespace}-approver"
+        rules = [PolicyRule(**r) for r in _approver_rules(helm, namespace)]
+        await kube.create(ClusterRole(metadata=ObjectMeta(name=role), rules=rules))
+        await kube.create(
+            RoleBinding(
+                metadata=ObjectMeta(name="approvers", namespace=namespace),
+                roleRef=RoleRef(apiGroup=RBAC_GROUP, kind="ClusterRole", name=role),
+                subjects=[Subject(kind="User", name=n, apiGroup=RBAC_GROUP) for n in ("alice", "carol")],
+            )
+        )
+        ns = ["-n", namespace]
+
+        async def approve(name: str, user: str, *, approved_by: str, groups: tuple[str, ...] = ()) -> Any:
+            body = json.dumps({"spec": {"approved": True, "approvedBy": approved_by}})
+            as_groups = [f"--as-group={g}" for g in groups]
+            return await _kubectl(
+                kubeconfig, "--as", user, *as_groups, *ns, "patch", "upgradeapproval", name, "--type", "merge",
+                "-p", body,
+            )  # fmt: skip
+
+        # The apiserver loads a new policy within moments: until then a fresh approval goes through.
+        tries = iter(range(1000))
+
+        async def refused_for_alice() -> Any:
+            name = f"prod-{next(tries)}"
+            await _approval(kube, namespace, name, "prod")
+            done = await approve(name, "alice", approved_by="alice")
+            return done if done.returncode else None
+
+        refused = await eventually(refused_for_alice, what="the admission policy refuses alice approving prod")
+        assert "stage prod is approved only by members of sre-leads (CHK-1)" in refused.stderr
+        await _approval(kube, namespace, "main-1-prod-before", "prod")
+        await _approval(kube, namespace, "main-1-canary-before", "canary")
+        forged = await approve("main-1-prod-before", "carol", approved_by="the cab", groups=("sre-leads",))
+        assert forged.returncode == 1
+        assert "approvedBy must be your user name, carol (CHK-1)" in forged.stderr
+        carol = await approve("main-1-prod-before", "carol", approved_by="carol", groups=("sre-leads",))
+        assert (carol.returncode, carol.stdout.strip()) == (0, "upgradeapproval.rollout.dev/main-1-prod-before patched")
+        alice = await approve("main-1-canary-before", "alice", approved_by="alice")
+        assert (alice.returncode, alice.stderr) == (0, "")
+    finally:
+        # The policy is cluster-wide (bound to this namespace only), removed with the test.
+        await _kubectl(kubeconfig, "delete", "--ignore-not-found", "-f", str(policy))
