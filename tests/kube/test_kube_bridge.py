@@ -220,7 +220,8 @@ async def test_a_waiting_gate_gets_an_approval_whose_approval_is_published_once_
     the rollout's Waiting column names the gate (STAT-5); approving it by its spec publishes one
     `approve` command under an id of its uid and generation, across a restart and a redelivered
     transition (BUS-3); the planner's answers land in its status (OPS-3): accepted, then
-    ALREADY_APPROVED, and a refusal with the planner's reason on another gate."""
+    ALREADY_APPROVED, and a refusal with the planner's reason on another gate; a cancelled
+    rollout's approval not given says its gate no longer waits."""
     installed_rollout_crds(kubeconfig)
     settings = bridge_settings(
         kubeconfig=kubeconfig, namespace=namespace, prefix=topic_prefix, bootstrap=kafka_bootstrap, name="first"
@@ -277,9 +278,30 @@ async def test_a_waiting_gate_gets_an_approval_whose_approval_is_published_once_
         await _publish_progress(bus, topic_prefix, CommandAck(command_id=other_id, accepted=False, reason=refusal))
         _, refused = await _condition(kube, namespace, other.metadata.name, "Refused")
         assert (refused["status"], refused["message"]) == ("False", refusal)
+        # A rollout that ends leaves its approvals not given saying so; the ones given keep their answer.
+        cancelled = StageTransition(
+            rollout_id="main-2", stage="prod", track=Track.NODES, state=StageState.AWAITING_APPROVAL,
+            reason="waits", gate=GatePosition.BEFORE,
+        )  # fmt: skip
+        await _publish_progress(bus, topic_prefix, cancelled)
+        await _condition(kube, namespace, "main-2-prod-before", "Waiting")
+        await _publish_progress(
+            bus,
+            topic_prefix,
+            RolloutTransition(rollout_id="main-1", state=RolloutState.COMPLETED, reason="all stages complete"),
+            RolloutTransition(rollout_id="main-2", state=RolloutState.CANCELLED, reason="cancelled by an operator"),
+        )
+        _, discarded = await _condition(kube, namespace, "main-2-prod-before", "Discarded")
+        assert (discarded["status"], discarded["message"]) == (
+            "False",
+            "rollout main-2 is CANCELLED (cancelled by an operator); the gate no longer waits",
+        )
+        for name, reason in (("main-1-prod-before", "AlreadyApproved"), ("main-1-canary-after", "Refused")):
+            kept = await kube.get(UpgradeApproval, name, namespace=namespace)
+            assert [c["reason"] for c in kept.status["conditions"]] == [reason]
         assert replica.bridge is not None and replica.bridge.published == 1
     names = sorted([a.metadata.name async for a in kube.list(UpgradeApproval, namespace=namespace)])
-    assert names == ["main-1-canary-after", "main-1-prod-before"]
+    assert names == ["main-1-canary-after", "main-1-prod-before", "main-2-prod-before"]
     commands = await everything_on(bus, OPERATOR_COMMANDS, prefix=topic_prefix)
     # Keyed by event id: the two commands may sit on different partitions of the topic.
     approvals = {
