@@ -205,7 +205,8 @@ def approval_for(transition: StageTransition) -> tuple[str, dict[str, Any]] | No
 
 
 def rollout_object_name(rollout_id: str) -> str:
-    """A DNS-1123 name for a planner's rollout id (`main-1` stays `main-1`)."""
+    """A DNS-1123 name for a planner's rollout id (`main-1` stays `main-1`), or for an approval's
+    `<rollout>-<stage>-<gate>`."""
     name = _NAME_UNSAFE.sub("-", rollout_id.lower()).strip("-.")
     return name[:253] or "rollout"
 
