@@ -24,9 +24,12 @@ from rich.table import Table
 from rich.text import Text
 
 from rollout_cli import tables
+from rollout_cli.gate_events import gate_waits, record_approval_ack, record_gate
 from rollout_common.status_words import (
     TRACK_NAMES,
+    approval_text,
     clock_text,
+    gate_rows,
     named_total,
     names_text,
     ordered_statuses,
@@ -201,6 +204,25 @@ def waits_table(doc: Doc, *, clock: float | None = None) -> RenderableType:
     return tables.folding(table)
 
 
+def gates_table(doc: Doc, *, clock: float) -> RenderableType | None:
+    """CHK-1: each approval gate a rollout reached, since when it waits, who approved it when (None: no gates)."""
+    rows = gate_rows(doc)
+    if not rows:
+        return None
+    table = Table(box=_LIVE_BOX, expand=True, pad_edge=False, show_edge=False)
+    for column in ("approval gate", "rollout", "waiting since", "approval"):
+        table.add_column(column, no_wrap=column != "approval")
+    for stage, gate in rows:
+        approved = gate.get("approvedAt") is not None
+        table.add_row(
+            f"{stage} {gate['gate']}",
+            str(gate["rollout"]),
+            clock_text(float(gate["waitingSince"])),
+            Text(approval_text(gate, clock=clock), style="green" if approved else "bold yellow"),
+        )
+    return tables.folding(table)
+
+
 def rollouts_text(doc: Doc, *, clock: float | None = None, limit: int = 3) -> Text:
     """One line per rollout (STAT-4): id, state, the release it carries, how far it got."""
     rollouts = list(doc.get("rollouts") or [])
@@ -335,7 +357,7 @@ def status_view(
         partitions_table(doc),
     ]
     parts.append(waits_table(doc, clock=clock))
-    for extra in (attention_text(doc, clock=clock), wake_text(doc, clock=clock)):
+    for extra in (gates_table(doc, clock=clock), attention_text(doc, clock=clock), wake_text(doc, clock=clock)):
         if extra is not None:
             parts.append(extra)
     lines = list(recent)
@@ -441,6 +463,8 @@ class ProgressModel:
             self._track(body)["waits"] = [dict(w) for w in body.get("waits", [])]
         elif kind == "stage_advance":
             self._batch(body)
+        elif kind == "command_ack":
+            record_approval_ack(self.doc["stages"], body, now=self.doc["now"])
         elif kind == "rollout_transition":
             self._rollout(body)["state"] = body["state"]
             self._rollout(body)["reason"] = body.get("reason")
@@ -464,6 +488,7 @@ class ProgressModel:
 
     def _transition(self, body: Mapping[str, Any]) -> None:
         track, state, now = self._track(body), str(body["state"]), self.doc["now"]
+        record_gate(self._stage(str(body["stage"])).setdefault("gates", []), body, prior=track["state"], now=now)
         track.update(state=state, reason=body.get("reason"), rollout=body.get("rolloutId"))
         track["version"] = body.get("version") or track["version"]
         if state in ("SOAKING", "FORCED_SOAKING"):
@@ -474,7 +499,7 @@ class ProgressModel:
         elif state == "COMPLETE" and track["version"] and track["version"] not in track["qualified"]:
             track["qualified"] = sorted([*track["qualified"], track["version"]])
         if state not in ("IN_PROGRESS", "PAUSED"):
-            track["waits"] = []
+            track["waits"] = gate_waits(body)
         self._rollout_stage(body, state)
 
     def _batch(self, body: Mapping[str, Any]) -> None:

@@ -114,6 +114,21 @@ def named_total(wait: Mapping[str, Any]) -> int | None:
     return total if isinstance(total, int) else None
 
 
+def gate_rows(doc: Doc) -> list[tuple[str, Mapping[str, Any]]]:
+    """Every approval gate a rollout reached, as (stage, gate), in stage order (CHK-1, STAT-5)."""
+    return [(str(stage["name"]), gate) for stage in doc["stages"] for gate in stage.get("gates") or ()]
+
+
+def approval_text(gate: Mapping[str, Any], *, clock: float) -> str:
+    """`approved by alice at 2026-01-07 00:00 UTC: CAB-42`, or how long the gate has waited."""
+    approved_at = gate.get("approvedAt")
+    if approved_at is None:
+        return f"not approved yet, waiting {format_duration(max(0.0, clock - float(gate['waitingSince'])))}"
+    by = gate.get("approvedBy") or "an unnamed approver"
+    said = f": {gate['comment']}" if gate.get("comment") else ""
+    return f"approved by {by} at {clock_text(float(approved_at))}{said}"
+
+
 def until_text(epoch: float, *, clock: float | None) -> str:
     """`2026-01-05 09:10 UTC (in 1h10m)`; the countdown only when the current clock is known."""
     moment = clock_text(epoch)

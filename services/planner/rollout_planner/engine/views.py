@@ -9,6 +9,7 @@ from rollout_common.status import TRACKS, ClusterStatus, IneligibleType, PauseTy
 from rollout_common.status_words import version_mismatch_reason
 from rollout_planner.engine.eligibility import offered_versions
 from rollout_planner.engine.gates.approvals import approval_waits, gate_views
+from rollout_planner.engine.gates.start_windows import start_window_waits
 from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState, StageRec, hands_out
 from rollout_planner.engine.reasons import describe_waits, window_waits
 
@@ -138,6 +139,7 @@ def stage_view(state: EngineState, stage: StageRec, *, with_clusters: bool = Tru
         waits = describe_waits(state, stage, track, with_clusters=with_clusters)
         waits += window_waits(state, stage, track)
         waits += approval_waits(state, stage, track)
+        waits += start_window_waits(state, stage, track)
         tracks[TRACKS[track].value] = {
             "state": stage_track_state(stage, track),
             "rollout": None if run is None else run.rollout_id,

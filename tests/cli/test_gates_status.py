@@ -1,0 +1,141 @@
+"""`rollout status` and `rollout watch` on stage gates: which approval gate waits and since when, who
+approved it when and why (CHK-1, STAT-5), and when a stage's start window opens (CHK-3)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from rollout_cli.dashboard import ProgressModel, status_view
+from rollout_cli.demo import status_document
+from rollout_cli.main import main
+from rollout_common.commands import WakeAt
+from rollout_planner.simulation.runner import Simulator
+from rollout_planner.simulation.scenario import load_scenario
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+APPROVALS = SCENARIOS / "chk1-approval-before-and-after.yaml"
+WINDOW = SCENARIOS / "chk3-weekly-start-window.yaml"
+_BOX = "│╭╮╰╯─ "
+
+
+def _lines(screen: str) -> list[str]:
+    """The screen's lines without the panel's border, spaces collapsed: what a person reads."""
+    return [" ".join(line.strip(_BOX).split()) for line in screen.splitlines()]
+
+
+def _status_at(capsys: pytest.CaptureFixture[str], scenario: Path, at: str) -> list[str]:
+    assert main(["demo", "--scenario", str(scenario), "--status-at", at, "--no-dashboard"]) == 0
+    return _lines(capsys.readouterr().out)
+
+
+def test_chk_1_status_names_the_waiting_before_gate_and_since_when(capsys: pytest.CaptureFixture[str]) -> None:
+    """STAT-5: prod/controlPlane reached the before gate at 1d10m (2026-01-06 00:10); at 1d20m it has
+    waited 10m and nobody approved it (the approval in advance at 1d was rejected)."""
+    lines = _status_at(capsys, APPROVALS, "1d20m")
+    assert "prod controlPlane AWAITING_APPROVAL 1.31.13-gke.1023000 PENDING 2" in lines
+    assert "approval gate rollout waiting since approval" in lines
+    assert "prod before main-1 2026-01-06 00:10 UTC not approved yet, waiting 10m" in lines
+    assert "prod/controlPlane CHK-1 rollout main-1 waits for the before approval of stage prod, waiting since" in lines
+
+
+def test_chk_1_status_says_who_approved_when_and_why_beside_the_after_gate_waiting(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """OPS-3, STAT-5: alice approved the before gate at 2d with comment CAB-42 (bob's second approval at
+    2d1h changed nothing); the after gate waits since prod/controlPlane's soak ended at 3d10m."""
+    lines = _status_at(capsys, APPROVALS, "3d20m")
+    gate_rows = [line for line in lines if line.startswith("prod before") or line.startswith("prod after")]
+    assert gate_rows == [
+        "prod before main-1 2026-01-06 00:10 UTC approved by alice at 2026-01-07 00:00 UTC: CAB-42",
+        "prod after main-1 2026-01-08 00:10 UTC not approved yet, waiting 10m",
+    ]
+
+
+def test_chk_1_status_of_a_stage_without_gates_has_no_gate_table(capsys: pytest.CaptureFixture[str]) -> None:
+    lines = _status_at(capsys, WINDOW, "2h")
+    assert "approval gate rollout waiting since approval" not in lines
+
+
+def test_chk_3_status_says_when_the_start_window_opens_and_wakes_then(capsys: pytest.CaptureFixture[str]) -> None:
+    """CHK-3, STAT-5: the version reached prod on Monday; both tracks wait PENDING for Tuesday's
+    09:00 window, which is also the planner's next wake-up."""
+    screen = " ".join(_status_at(capsys, WINDOW, "2h"))
+    for track in ("controlPlane", "nodes"):
+        assert (
+            f"prod/{track} CHK-3 rollout main-1 waits for the start window of stage prod (CHK-3) "
+            "until 2026-01-06 09:00 UTC (in 1d7h)"
+        ) in screen
+    assert (
+        "next wake-up: 2026-01-06 09:00 UTC (in 1d7h), when the start window of prod/controlPlane opens "
+        "(CHK-3, rollout main-1)"
+    ) in screen
+
+
+def test_chk_3_status_as_json_carries_the_window_wait_with_its_opening() -> None:
+    sim = _simulated(WINDOW, until=2 * 3600)
+    prod = next(s for s in status_document(sim)["stages"] if s["name"] == "prod")
+    opens = 1_767_690_000.0  # 2026-01-06 09:00 UTC
+    assert prod["tracks"]["nodes"]["waits"] == [
+        {
+            "rule": "CHK-3",
+            "message": "rollout main-1 waits for the start window of stage prod (CHK-3)",
+            "partition": None,
+            "numbers": {"rollout": "main-1", "opensAt": opens},
+            "clusters": [],
+            "until": opens,
+        }
+    ]
+
+
+def _simulated(scenario: Path, *, until: float, model: ProgressModel | None = None) -> Simulator:
+    """The scenario run to `until` seconds after its start; `model` takes each progress event at the
+    instant it was emitted, as `rollout watch` would."""
+    sim = Simulator(load_scenario(scenario))
+    sim.start()
+    seen = len(sim.report.commands)
+    if model is not None:
+        model.doc["now"] = sim.origin
+    while (t := sim.next_time()) is not None and t <= until:
+        sim.step()
+        for command in sim.report.commands[seen:]:
+            if model is not None and not isinstance(command, WakeAt):
+                model.apply(command.model_dump(mode="json", by_alias=True), at=sim.state.now)
+        seen = len(sim.report.commands)
+    return sim
+
+
+def _watched(scenario: Path, *, until: float) -> list[str]:
+    model = ProgressModel(None, now=0.0)
+    _simulated(scenario, until=until, model=model)
+    console = Console(file=io.StringIO(), width=160)
+    console.print(status_view(model.doc, clock=model.doc["now"], title="watch"))
+    return _lines(console.file.getvalue())  # type: ignore[attr-defined]
+
+
+def test_chk_1_watch_rebuilds_the_gates_from_transitions_alone() -> None:
+    """CHK-1 on `rollout watch` without a stored status: the gates, since when, who approved when, read
+    from the progress events as they came (bob's second approval, ALREADY_APPROVED, changes nothing)."""
+    lines = _watched(APPROVALS, until=3 * 86400 + 40 * 60)
+    gate_rows = [line for line in lines if line.startswith("prod before") or line.startswith("prod after")]
+    # the stream says who approved the before gate (its acknowledgement), not the comment
+    assert gate_rows == [
+        "prod before main-1 2026-01-06 00:10 UTC approved by alice at 2026-01-07 00:00 UTC",
+        "prod after main-1 2026-01-08 00:10 UTC not approved yet, waiting 30m",
+    ]
+    assert (
+        "prod/controlPlane CHK-1 rollout main-1: soak ended; the version is qualified downstream once approved: "
+        "the after approval of stage prod, waiting since 2026-01-08T00:10:00+00:00 (CHK-1)"
+    ) in " ".join(lines)
+
+
+def test_chk_3_watch_shows_when_the_start_window_opens() -> None:
+    """CHK-3 on `rollout watch`: the nodes went PENDING at 1h40m (its last event), waiting for Tuesday 09:00."""
+    screen = " ".join(_watched(WINDOW, until=2 * 3600))
+    assert (
+        "prod/nodes CHK-3 rollout main-1: the version reached the stage; it starts when the stage's start window "
+        "opens: the window opens at 2026-01-06T09:00:00+00:00 (CHK-3) until 2026-01-06 09:00 UTC (in 1d7h20m)"
+    ) in screen
