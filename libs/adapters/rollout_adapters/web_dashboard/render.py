@@ -14,7 +14,9 @@ from rollout_adapters.web_dashboard.feed import ATTENTION_KINDS, ClusterQuery, C
 from rollout_adapters.web_dashboard.timeline import css_token, timeline_svg
 from rollout_common.status_words import (
     TRACK_NAMES,
+    approval_text,
     clock_text,
+    gate_rows,
     named_total,
     names_text,
     ordered_statuses,
@@ -71,6 +73,7 @@ def live_sections(snapshot: Snapshot) -> str:
         _summary(doc, clock=clock),
         _pipeline(doc, clock=clock),
         _waits(doc, clock=clock),
+        _gates(doc, clock=clock),
         _partitions(doc),
         _timeline(doc, clock=clock),
     ]
@@ -173,10 +176,35 @@ def _wait_row(where: str, wait: Mapping[str, Any], *, clock: float) -> str:
 
 
 def _number_text(key: str, value: object) -> str:
-    """Instants (`forcedSoakAt`, ...) as a date a person reads; counts as they are."""
-    if key.endswith("At") and isinstance(value, int | float):
+    """Instants (`forcedSoakAt`, a gate's `since`, ...) as a date a person reads; counts as they are."""
+    if (key.endswith("At") or key == "since") and isinstance(value, int | float):
         return clock_text(float(value))
     return str(value)
+
+
+def _gates(doc: Doc, *, clock: float) -> str:
+    """CHK-1: every approval gate a rollout reached, since when it waits, who approved it when and why."""
+    rows = gate_rows(doc)
+    if not rows:
+        return ""
+    body = "".join(_gate_row(stage, gate, clock=clock) for stage, gate in rows)
+    return f"""<section aria-labelledby="h-gates">
+<h2 id="h-gates">Approval gates</h2>
+<table id="gates"><caption>Each gate a rollout reached (CHK-1): waiting, or approved by whom and when</caption>
+<thead><tr><th scope="col">stage</th><th scope="col">gate</th><th scope="col">rollout</th>
+<th scope="col">waiting since</th><th scope="col">approval</th></tr></thead>
+<tbody>{body}</tbody></table>
+</section>"""
+
+
+def _gate_row(stage: str, gate: Mapping[str, Any], *, clock: float) -> str:
+    approved = "approved" if gate.get("approvedAt") is not None else "waiting"
+    return (
+        f'<tr class="gate" data-stage="{esc(stage)}" data-gate="{esc(gate["gate"])}" data-approval="{approved}">'
+        f'<th scope="row">{esc(stage)}</th><td>{esc(gate["gate"])}</td><td>{esc(gate["rollout"])}</td>'
+        f"<td>{esc(clock_text(float(gate['waitingSince'])))}</td>"
+        f'<td><span class="badge state-{approved}">{approved}</span> {esc(approval_text(gate, clock=clock))}</td></tr>'
+    )
 
 
 def _partitions(doc: Doc) -> str:
