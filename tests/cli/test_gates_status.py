@@ -139,3 +139,20 @@ def test_chk_3_watch_shows_when_the_start_window_opens() -> None:
         "prod/nodes CHK-3 rollout main-1: the version reached the stage; it starts when the stage's start window "
         "opens: the window opens at 2026-01-06T09:00:00+00:00 (CHK-3) until 2026-01-06 09:00 UTC (in 1d7h20m)"
     ) in screen
+
+
+def test_chk_1_approve_help_says_what_each_exit_code_means_for_an_approval(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """OPS-3: `rollout approve` waits for the acknowledgement; its help says what 0, 1 and 4 mean for it."""
+    with pytest.raises(SystemExit) as exited:
+        main(["approve", "--help"])
+    assert exited.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "Exit 0: accepted, including an approval of a gate already open (ALREADY_APPROVED). Exit 1: rejected, "
+        "with the planner's reason: an unknown rollout or stage, a stage without that gate, or a gate that is "
+        "not waiting (not reached yet, or its rollout cancelled). Exit 4: no answer within --timeout; the "
+        "approval may still be applied, so look with `rollout status` first (repeating it is harmless)."
+    ) in text
+    assert "The command waits for the planner's acknowledgement on the progress topic" in text
