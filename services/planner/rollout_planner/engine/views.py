@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from rollout_common.quantity import resolve
-from rollout_common.status import TRACKS, ClusterStatus, IneligibleType, PauseType, StageReason, StageState
+from rollout_common.status import (
+    TRACKS,
+    ClusterStatus,
+    IneligibleType,
+    PauseType,
+    StageReason,
+    StageState,
+    WaitRule,
+)
 from rollout_common.status_words import version_mismatch_reason
 from rollout_planner.engine.eligibility import offered_versions
 from rollout_planner.engine.gates.approvals import approval_waits, gate_views
@@ -140,6 +148,8 @@ def stage_view(state: EngineState, stage: StageRec, *, with_clusters: bool = Tru
         )
         waits = describe_waits(state, stage, track, with_clusters=with_clusters)
         waits += window_waits(state, stage, track)
+        # CHK-4: every cluster its budget holds now, not only those the last dispatch pass met
+        waits = [w for w in waits if w.rule != WaitRule.CHK_4_DISRUPTION_BUDGET.value]
         waits += budget_waits(state, stage, track)
         waits += approval_waits(state, stage, track)
         tracks[TRACKS[track].value] = {
