@@ -156,3 +156,18 @@ def test_chk_1_approve_help_says_what_each_exit_code_means_for_an_approval(
         "approval may still be applied, so look with `rollout status` first (repeating it is harmless)."
     ) in text
     assert "The command waits for the planner's acknowledgement on the progress topic" in text
+
+
+def test_chk_4_status_names_the_clusters_a_budget_holds_and_when_it_ends(capsys: pytest.CaptureFixture[str]) -> None:
+    """CHK-4, STAT-5: p-01's control plane was upgraded 12h before the start (patch: 24h), p-02's 4 days
+    before (minor: 30d); both wait PAUSED DISRUPTION_BUDGET, named as a budget, not as a closed window,
+    and the planner next wakes when p-01's budget ends at 12h."""
+    lines = _status_at(capsys, SCENARIOS / "chk4-patch-and-minor-intervals.yaml", "1h")
+    assert "prod controlPlane IN_PROGRESS 1.31.13-gke.1023000 running 1h COMPLETE 1 PAUSED 2" in lines
+    assert (
+        "PAUSED DISRUPTION_BUDGET 2 cluster track(s): p-01, p-02; the first goes 2026-01-05 12:00 UTC (in 11h) (CHK-4)"
+    ) in lines
+    assert (
+        "next wake-up: 2026-01-05 12:00 UTC (in 11h), when the disruption budget of p-01 (controlPlane) ends (CHK-4)"
+    ) in lines
+    assert not [line for line in lines if "MAINTENANCE_POLICY" in line]

@@ -74,3 +74,24 @@ def test_chk_3_page_says_when_the_start_window_opens(page: Page) -> None:
             "(CHK-3, rollout main-1)"
         )
         expect(page.locator("#gates")).to_have_count(0)
+
+
+def test_chk_4_page_says_which_clusters_the_budget_holds_and_until_when(page: Page) -> None:
+    """At 1h p-01 (patch, upgraded 12h before the start) and p-02 (minor, 4 days before) wait PAUSED
+    DISRUPTION_BUDGET: the CHK-4 wait names them and when the first budget ends, the cluster list says why."""
+    with served(_feed("chk4-patch-and-minor-intervals.yaml", until=3600)) as url:
+        page.goto(url)
+        wait = page.locator('tr.wait[data-rule="CHK-4"]')
+        expect(wait.locator("th")).to_have_text(["prod/controlPlane"])
+        expect(wait).to_contain_text("clusters: p-01, p-02")
+        expect(wait).to_contain_text("until 2026-01-05 12:00 UTC (in 11h19m)")  # its last step was at 41m
+        expect(wait).to_contain_text("waiting 2, until 2026-01-05 12:00 UTC")
+        expect(page.locator("#next-wake")).to_have_text(
+            "Next wake-up: 2026-01-05 12:00 UTC (in 11h19m), when the disruption budget of p-01 (controlPlane) ends "
+            "(CHK-4)"
+        )
+        page.select_option("#f-status", "PAUSED")
+        rows = page.locator("#cluster-rows tr")
+        expect(rows.locator("th")).to_have_text(["p-01", "p-02"])
+        for row in rows.all():
+            expect(row.locator("td").last).to_have_text("DISRUPTION_BUDGET")

@@ -6,6 +6,7 @@ reads the same on the page as in the terminal.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
@@ -176,8 +177,10 @@ def _wait_row(where: str, wait: Mapping[str, Any], *, clock: float) -> str:
 
 
 def _number_text(key: str, value: object) -> str:
-    """Instants (`forcedSoakAt`, a gate's `since`, ...) as a date a person reads; counts as they are."""
-    if (key.endswith("At") or key == "since") and isinstance(value, int | float):
+    """Instants (`forcedSoakAt`, a gate's `since`, a budget's `until`, ...) as a date a person reads;
+    counts as they are."""
+    instant = key.endswith("At") or key in ("since", "until")
+    if instant and isinstance(value, int | float) and math.isfinite(value):
         return clock_text(float(value))
     return str(value)
 

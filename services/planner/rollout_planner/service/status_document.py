@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from rollout_common.status import TRACKS
 from rollout_common.version import Version
+from rollout_planner.engine.gates.budgets import held_by_budget
 from rollout_planner.engine.gates.start_windows import held_by_window
 from rollout_planner.engine.model import NO_PAIR, TRACK_INDEXES, ClusterRec, EngineState, RolloutRec, Timer
 from rollout_planner.engine.views import stage_view
@@ -92,7 +93,10 @@ def next_wake_up(state: EngineState) -> dict[str, Any] | None:
         return None
     timer = min(live)
     if timer.kind == "cluster":
-        why = f"the maintenance window of {timer.ref} ({TRACKS[timer.track].value}) opens"
+        cluster = state.clusters[timer.ref]
+        what = "disruption budget" if _budget_held(state, cluster, timer.track) else "maintenance window"
+        verb = "ends (CHK-4)" if what == "disruption budget" else "opens"
+        why = f"the {what} of {timer.ref} ({TRACKS[timer.track].value}) {verb}"
     else:
         rollout_id = timer.ref
         where = f"{state.stages[timer.stage].spec.name}/{TRACKS[timer.track].value}"
@@ -123,6 +127,7 @@ def attention(state: EngineState) -> dict[str, Any]:
     """Clusters a person must look at: failed upgrades and paused clusters, each list capped."""
     failed: list[dict[str, Any]] = []
     windows: list[tuple[float, str, int]] = []
+    budgets: list[tuple[float, str, int]] = []
     deprecated: list[str] = []
     mismatched: list[dict[str, Any]] = []
     failed_total = deprecated_total = mismatched_total = 0
@@ -130,11 +135,12 @@ def attention(state: EngineState) -> dict[str, Any]:
         mismatched_total += _track_rows(mismatched, cluster, values=cluster.mismatch, details=_mismatch_details)
         failed_total += _track_rows(failed, cluster, values=cluster.failed, details=_failure_details)
         if cluster.waiting_until is not NO_PAIR:
-            windows += [
-                (until, cluster.name, track)
-                for track in TRACK_INDEXES
-                if (until := cluster.waiting_until[track]) is not None and until > state.now
-            ]
+            for track in TRACK_INDEXES:
+                until = cluster.waiting_until[track]
+                if until is not None and until > state.now:
+                    # a budget keeps a cluster waiting the same way a closed window does (CHK-4)
+                    held = budgets if _budget_held(state, cluster, track) else windows
+                    held.append((until, cluster.name, track))
         if cluster.profile.deprecated_api_usage and any(v is not None for v in cluster.target):
             deprecated_total += 1
             if len(deprecated) < NAMES_CAP:
@@ -148,12 +154,22 @@ def attention(state: EngineState) -> dict[str, Any]:
             for until, name, track in heapq.nsmallest(NAMES_CAP, windows)
         ],
         "pausedWindowTotal": len(windows),
+        "pausedBudget": [
+            {"cluster": name, "track": TRACKS[track].value, "until": None if math.isinf(until) else until}
+            for until, name, track in heapq.nsmallest(NAMES_CAP, budgets)
+        ],
+        "pausedBudgetTotal": len(budgets),
         "pausedDeprecated": deprecated,
         "pausedDeprecatedTotal": deprecated_total,
         # upgraded, but the cluster reports another version: not counted done (VERSION_MISMATCH)
         "versionMismatch": mismatched,
         "versionMismatchTotal": mismatched_total,
     }
+
+
+def _budget_held(state: EngineState, cluster: ClusterRec, track: int) -> bool:
+    target = cluster.target[track]
+    return target is not None and held_by_budget(state, cluster, track, target)
 
 
 def _track_rows(
