@@ -171,3 +171,10 @@ def test_chk_4_status_names_the_clusters_a_budget_holds_and_when_it_ends(capsys:
         "next wake-up: 2026-01-05 12:00 UTC (in 11h), when the disruption budget of p-01 (controlPlane) ends (CHK-4)"
     ) in lines
     assert not [line for line in lines if "MAINTENANCE_POLICY" in line]
+
+
+def test_stat_2_a_halted_track_says_why_beside_how_long_it_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """STAT-2, STAT-5: the second failed upgrade at 10m halts prod's control planes (maxFailures 2); the
+    track's timing names the reason (a check's halt, CHECK_FAILED, reads the same way)."""
+    lines = _status_at(capsys, SCENARIOS / "gate6-max-failures.yaml", "2h")
+    assert "prod controlPlane PAUSED 1.31.13-gke.1023000 paused (FAILURE_BUDGET), running 2h PAUSED 4 FAILED 2" in lines

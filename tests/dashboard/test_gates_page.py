@@ -95,3 +95,16 @@ def test_chk_4_page_says_which_clusters_the_budget_holds_and_until_when(page: Pa
         expect(rows.locator("th")).to_have_text(["p-01", "p-02"])
         for row in rows.all():
             expect(row.locator("td").last).to_have_text("DISRUPTION_BUDGET")
+
+
+def test_stat_2_page_says_why_a_stage_halted(page: Page) -> None:
+    """STAT-2, STAT-5: prod's control planes halted at 10m on their second failed upgrade (maxFailures 2):
+    the track's badge says PAUSED and its timing why, beside the OPS-1 wait."""
+    with served(_feed("gate6-max-failures.yaml", until=3600)) as url:
+        page.goto(url)
+        track = page.locator('li.stage[data-stage="prod"] div.track[data-track="controlPlane"]')
+        expect(track.locator(".badge")).to_have_text("PAUSED")
+        expect(track.locator("dd").last).to_have_text("paused (FAILURE_BUDGET), running 10m")
+        expect(page.locator('tr.wait[data-rule="OPS-1"]')).to_contain_text(
+            "rollout paused (FAILURE_BUDGET); no new batches (OPS-1)"
+        )

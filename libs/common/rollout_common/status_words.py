@@ -50,7 +50,10 @@ def timing_text(track: Mapping[str, Any], clock: float) -> str:
     if state in ("SOAKING", "FORCED_SOAKING") and track.get("soakEnd") is not None:
         return f"soak ends in {format_duration(max(0.0, track['soakEnd'] - clock))}"
     if state in ("IN_PROGRESS", "PAUSED") and track.get("startedAt") is not None:
-        return f"running {format_duration(max(0.0, clock - track['startedAt']))}"
+        running = f"running {format_duration(max(0.0, clock - track['startedAt']))}"
+        # why it halted (an operator, the failure budget, a check) is the first thing asked of a pause
+        halted = f"paused ({track['reason']}), " if state == "PAUSED" and track.get("reason") else ""
+        return halted + running
     if state == "COMPLETE" and track.get("qualified"):
         return "qualified downstream"  # the version column shows which version
     if state == "STUCK":
