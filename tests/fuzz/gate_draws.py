@@ -112,6 +112,9 @@ def _approvals(rng: Rng, gates: dict[str, Doc], *, until: int) -> list[Doc]:
         for position in ("before", "after"):
             if not approval[position] or rng.random() < 0.15:
                 continue  # a gate left waiting: the stage holds its version for good
+            if rng.random() < 0.5:  # a pipeline asking again and again: refused until the gate waits
+                out += _patient(rng, name, position, until=until)
+                continue
             for _ in range(rng.choice((1, 1, 2, 3))):  # twice or three times: ALREADY_APPROVED
                 out.append(_approve(rng, name, position, until=until))
         if rng.random() < 0.2:  # the gate the stage does not have, or have yet
@@ -119,6 +122,15 @@ def _approvals(rng: Rng, gates: dict[str, Doc], *, until: int) -> list[Doc]:
     if names and rng.random() < 0.2:
         out.append(_approve(rng, rng.choice(names), rng.choice(("before", "after")), until=until))
     return out
+
+
+def _patient(rng: Rng, stage: str, gate: str, *, until: int) -> list[Doc]:
+    """Approvals every few hours from a random moment on, at most eight: early ones are refused (no
+    approval in advance), one opens the gate once it waits, the later ones are ALREADY_APPROVED."""
+    every = rng.choice((HOUR, 6 * HOUR, DAY))
+    first = rng.choice(APPROVE_AT)
+    times = range(first, until - HOUR, every)
+    return [{"at": at, "command": {"approve": {"stage": stage, "gate": gate, "by": "pipeline"}}} for at in times[:8]]
 
 
 def _approve(rng: Rng, stage: str, gate: str, *, until: int) -> Doc:
