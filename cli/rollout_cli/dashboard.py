@@ -291,6 +291,15 @@ def attention_text(doc: Doc, *, clock: float | None) -> RenderableType | None:
             f"next window opens {opens}"
         )
         rows.append(line)
+    budget = block.get("pausedBudget", [])
+    if budget:
+        total = block.get("pausedBudgetTotal", len(budget))
+        line = Text("PAUSED ", style="yellow")
+        line.append(
+            f"DISRUPTION_BUDGET {total} cluster track(s): {names_text([b['cluster'] for b in budget], total=total)}; "
+            f"the first budget ends {until_text(budget[0]['until'], clock=clock)}"
+        )
+        rows.append(line)
     deprecated = block.get("pausedDeprecated", [])
     if deprecated:
         line = Text("PAUSED ", style="yellow")
