@@ -313,13 +313,13 @@ def attention_text(doc: Doc, *, clock: float | None) -> RenderableType | None:
             f"next window opens {opens}"
         )
         rows.append(line)
-    budget = block.get("pausedBudget", [])  # absent in documents of planners before CHK-4
+    budget = block.get("pausedBudget", [])
     if budget:
+        total = block.get("pausedBudgetTotal", len(budget))
         line = Text("PAUSED ", style="yellow")
         line.append(
-            f"DISRUPTION_BUDGET {block.get('pausedBudgetTotal', len(budget))} cluster track(s): "
-            f"{names_text([b['cluster'] for b in budget], total=block.get('pausedBudgetTotal'))}; "
-            f"the first goes {_budget_end(budget[0], clock=clock)} (CHK-4)"
+            f"DISRUPTION_BUDGET {total} cluster track(s): {names_text([b['cluster'] for b in budget], total=total)}; "
+            f"the first budget ends {until_text(budget[0]['until'], clock=clock)}"
         )
         rows.append(line)
     deprecated = block.get("pausedDeprecated", [])
@@ -334,11 +334,6 @@ def attention_text(doc: Doc, *, clock: float | None) -> RenderableType | None:
     if not rows:
         return None
     return Text("\n").join(rows)
-
-
-def _budget_end(entry: Mapping[str, Any], *, clock: float | None) -> str:
-    # a budget held past its end by a closed window goes when the window opens: `until` is that moment
-    return "never (no window opens again)" if entry["until"] is None else until_text(entry["until"], clock=clock)
 
 
 def _more(total: int, shown: int, what: str) -> list[Text]:

@@ -165,7 +165,7 @@ def test_chk_4_status_names_the_clusters_a_budget_holds_and_when_it_ends(capsys:
     lines = _status_at(capsys, SCENARIOS / "chk4-patch-and-minor-intervals.yaml", "1h")
     assert "prod controlPlane IN_PROGRESS 1.31.13-gke.1023000 running 1h COMPLETE 1 PAUSED 2" in lines
     assert (
-        "PAUSED DISRUPTION_BUDGET 2 cluster track(s): p-01, p-02; the first goes 2026-01-05 12:00 UTC (in 11h) (CHK-4)"
+        "PAUSED DISRUPTION_BUDGET 2 cluster track(s): p-01, p-02; the first budget ends 2026-01-05 12:00 UTC (in 11h)"
     ) in lines
     assert (
         "next wake-up: 2026-01-05 12:00 UTC (in 11h), when the disruption budget of p-01 (controlPlane) ends (CHK-4)"

@@ -56,9 +56,8 @@ def test_each_shown_status_command_prints_the_lines_the_page_quotes(
         assert " ".join(line.split()) in screen, line
 
 
-@pytest.mark.parametrize("marker", ["name: payments", "minUpgradeInterval: {patch: 24h"])
-def test_the_sequence_examples_are_valid(marker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    block = next(b for b in _section().split("```yaml\n")[1:] if marker in b).split("```")[0]
+def test_the_payments_sequence_is_valid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    block = next(b for b in _section().split("```yaml\n")[1:] if "name: payments" in b).split("```")[0]
     path = tmp_path / "example.yaml"
     path.write_text(block)
     assert main(["validate", str(path)]) == 0

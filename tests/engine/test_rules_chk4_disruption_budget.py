@@ -12,13 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 from enginekit import CP, DAY, HOUR, MIN, NODES, T0, V30, V31, Driver, advances, cluster, stage, transitions
+from rich.text import Text
 
+from rollout_cli.dashboard import attention_text
 from rollout_common.commands import WaitChanged
 from rollout_common.sequence import Sequence
 from rollout_common.window import from_epoch
 from rollout_planner.engine.model import CP as CP_INDEX
 from rollout_planner.engine.snapshot import dump, load
 from rollout_planner.engine.views import stage_view, track_status
+from rollout_planner.service.status_document import attention
 
 GKE = {"patch": "24h", "minor": "30d"}  # GKE's default disruption budget
 V31_OLD = "1.31.10-gke.100"
@@ -182,3 +185,24 @@ def test_chk_4_a_zero_interval_is_no_minimum() -> None:
         clusters=[cluster("prod-1", V31_OLD, lastUpgrade={"controlPlane": _at(-MIN)})],
     )
     assert advances(d.release({"1.31": V31})) == [("prod", "controlPlane", V31, ["prod-1"])]
+
+
+def test_chk_4_stat_5_attention_lists_budget_held_clusters_apart_from_closed_windows() -> None:
+    """`rollout status` names the clusters a budget holds and until when, apart from those waiting
+    for a maintenance window (MAINTENANCE_POLICY), so the screen says which of the two holds them."""
+    window = {"start": "2026-01-01T20:00:00Z", "duration": "2h", "recurrence": "FREQ=DAILY"}
+    d = _driver(
+        stage("prod", soak="1h"),
+        clusters=[
+            cluster("prod-1", V31_OLD, lastUpgrade={"controlPlane": _at(-12 * HOUR)}),
+            cluster("prod-2", V31_OLD, maintenanceWindow=window),
+        ],
+    )
+    d.release({"1.31": V31})
+    block = attention(d.state)
+    assert block["pausedBudget"] == [{"cluster": "prod-1", "track": "controlPlane", "until": T0 + 12 * HOUR}]
+    assert block["pausedBudgetTotal"] == 1
+    assert block["pausedWindow"] == [{"cluster": "prod-2", "track": "controlPlane", "until": T0 + 20 * HOUR}]
+    text = attention_text({"attention": block}, clock=T0)
+    assert isinstance(text, Text)
+    assert "PAUSED DISRUPTION_BUDGET 1 cluster track(s): prod-1; the first budget ends" in text.plain

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from rollout_common.status import TRACKS
 from rollout_common.version import Version
-from rollout_planner.engine.gates.budgets import held_by_budget
+from rollout_planner.engine.gates.budgets import budget_end
 from rollout_planner.engine.gates.start_windows import held_by_window
 from rollout_planner.engine.model import NO_PAIR, TRACK_INDEXES, ClusterRec, EngineState, RolloutRec, Timer
 from rollout_planner.engine.views import stage_view
@@ -94,7 +94,7 @@ def next_wake_up(state: EngineState) -> dict[str, Any] | None:
     timer = min(live)
     if timer.kind == "cluster":
         cluster = state.clusters[timer.ref]
-        what = "disruption budget" if _budget_held(state, cluster, timer.track) else "maintenance window"
+        what = "disruption budget" if _budget_end(state, cluster, timer.track) is not None else "maintenance window"
         verb = "ends (CHK-4)" if what == "disruption budget" else "opens"
         why = f"the {what} of {timer.ref} ({TRACKS[timer.track].value}) {verb}"
     else:
@@ -137,10 +137,13 @@ def attention(state: EngineState) -> dict[str, Any]:
         if cluster.waiting_until is not NO_PAIR:
             for track in TRACK_INDEXES:
                 until = cluster.waiting_until[track]
-                if until is not None and until > state.now:
-                    # a budget keeps a cluster waiting the same way a closed window does (CHK-4)
-                    held = budgets if _budget_held(state, cluster, track) else windows
-                    held.append((until, cluster.name, track))
+                if until is None or until <= state.now:
+                    continue
+                ends = _budget_end(state, cluster, track)
+                if ends is not None:  # CHK-4: held by its budget, whatever its window does after
+                    budgets.append((ends, cluster.name, track))
+                else:
+                    windows.append((until, cluster.name, track))
         if cluster.profile.deprecated_api_usage and any(v is not None for v in cluster.target):
             deprecated_total += 1
             if len(deprecated) < NAMES_CAP:
@@ -154,8 +157,9 @@ def attention(state: EngineState) -> dict[str, Any]:
             for until, name, track in heapq.nsmallest(NAMES_CAP, windows)
         ],
         "pausedWindowTotal": len(windows),
+        # CHK-4: the budgets that end first are the ones worth naming
         "pausedBudget": [
-            {"cluster": name, "track": TRACKS[track].value, "until": None if math.isinf(until) else until}
+            {"cluster": name, "track": TRACKS[track].value, "until": until}
             for until, name, track in heapq.nsmallest(NAMES_CAP, budgets)
         ],
         "pausedBudgetTotal": len(budgets),
@@ -167,9 +171,13 @@ def attention(state: EngineState) -> dict[str, Any]:
     }
 
 
-def _budget_held(state: EngineState, cluster: ClusterRec, track: int) -> bool:
+def _budget_end(state: EngineState, cluster: ClusterRec, track: int) -> float | None:
+    """When the disruption budget holding the track's upgrade ends; None when none holds it now."""
     target = cluster.target[track]
-    return target is not None and held_by_budget(state, cluster, track, target)
+    if target is None or cluster.upgraded_at is NO_PAIR:
+        return None
+    ends = budget_end(state, cluster, track, target)
+    return ends if ends is not None and ends > state.now else None
 
 
 def _track_rows(
