@@ -28,6 +28,10 @@ from rollout_cli.gate_events import gate_waits, record_approval_ack, record_gate
 from rollout_common.status_words import (
     TRACK_NAMES,
     approval_text,
+    check_condition_text,
+    check_counts_text,
+    check_result_text,
+    check_rows,
     clock_text,
     gate_rows,
     named_total,
@@ -223,6 +227,27 @@ def gates_table(doc: Doc, *, clock: float) -> RenderableType | None:
     return tables.folding(table)
 
 
+def checks_table(doc: Doc) -> RenderableType | None:
+    """CHK-2: each metric check's latest value against its condition, and how near it is to halting."""
+    rows = check_rows(doc)
+    if not rows:
+        return None
+    table = Table(box=_LIVE_BOX, expand=True, pad_edge=False, show_edge=False)
+    for column in ("metric check", "rollout", "latest result", "condition", "in a row"):
+        table.add_column(column, no_wrap=column in ("metric check", "rollout"))
+    for stage, check in rows:
+        outcome = check.get("outcome")
+        style = {"passed": "green", "failed": "bold red", "inconclusive": "bold yellow"}.get(str(outcome), "dim")
+        table.add_row(
+            f"{stage} {check['check']}",
+            str(check["rollout"]),
+            Text(check_result_text(check), style=style),
+            check_condition_text(check),
+            check_counts_text(check),
+        )
+    return tables.folding(table)
+
+
 def rollouts_text(doc: Doc, *, clock: float | None = None, limit: int = 3) -> Text:
     """One line per rollout (STAT-4): id, state, the release it carries, how far it got."""
     rollouts = list(doc.get("rollouts") or [])
@@ -366,7 +391,13 @@ def status_view(
         partitions_table(doc),
     ]
     parts.append(waits_table(doc, clock=clock))
-    for extra in (gates_table(doc, clock=clock), attention_text(doc, clock=clock), wake_text(doc, clock=clock)):
+    extras = (
+        gates_table(doc, clock=clock),
+        checks_table(doc),
+        attention_text(doc, clock=clock),
+        wake_text(doc, clock=clock),
+    )
+    for extra in extras:
         if extra is not None:
             parts.append(extra)
     lines = list(recent)

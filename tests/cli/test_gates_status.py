@@ -7,6 +7,7 @@ import io
 from pathlib import Path
 
 import pytest
+from check_status_doc import halted_by_a_check
 from rich.console import Console
 
 from rollout_cli.dashboard import ProgressModel, status_view
@@ -178,3 +179,24 @@ def test_stat_2_a_halted_track_says_why_beside_how_long_it_runs(capsys: pytest.C
     track's timing names the reason (a check's halt, CHECK_FAILED, reads the same way)."""
     lines = _status_at(capsys, SCENARIOS / "gate6-max-failures.yaml", "2h")
     assert "prod controlPlane PAUSED 1.31.13-gke.1023000 paused (FAILURE_BUDGET), running 2h PAUSED 4 FAILED 2" in lines
+
+
+def test_chk_2_status_shows_each_checks_latest_value_against_its_condition_and_why_it_halted() -> None:
+    """CHK-2, STAT-5: error-rate's 0.07 failed its condition twice in a row (limit 1), so the control
+    planes halted PAUSED with CHECK_FAILED; p99-latency passed; saturation has no result yet."""
+    doc = halted_by_a_check()
+    console = Console(file=io.StringIO(), width=200)
+    console.print(status_view(doc, clock=float(doc["now"]), title="status"))
+    lines = _lines(console.file.getvalue())  # type: ignore[attr-defined]
+    rows = [line for line in lines if line.startswith("prod ") and " main-1 " in line]
+    assert rows == [
+        "prod error-rate main-1 failed with 0.07 at 2026-01-01 00:05 UTC passes when result < 0.01, fails when "
+        "result > 0.05 failed 2 in a row (limit 1), inconclusive 0 (limit 2)",
+        "prod p99-latency main-1 passed with 0.25 at 2026-01-01 00:05 UTC passes when result < 0.5 failed 0 in a "
+        "row (limit 1), inconclusive 0 (limit 2)",
+        "prod saturation main-1 no result since 2026-01-01 00:00 UTC passes when result < 0.01 failed 0 in a row "
+        "(limit 1), inconclusive 0 (limit 2)",
+    ]
+    assert "metric check rollout latest result condition in a row" in lines
+    halted = "prod controlPlane PAUSED 1.31.13-gke.1023000 paused (CHECK_FAILED), running 10m"
+    assert any(line.startswith(halted) for line in lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from check_status_doc import halted_by_a_check
 from playwright.sync_api import Page, expect
 from served import served
 
@@ -108,3 +109,35 @@ def test_stat_2_page_says_why_a_stage_halted(page: Page) -> None:
         expect(page.locator('tr.wait[data-rule="OPS-1"]')).to_contain_text(
             "rollout paused (FAILURE_BUDGET); no new batches (OPS-1)"
         )
+
+
+def test_chk_2_page_shows_each_checks_latest_value_against_its_condition_and_why_it_halted(page: Page) -> None:
+    """CHK-2, STAT-5: error-rate's 0.07 failed twice in a row (limit 1) and halted the control planes
+    (PAUSED, CHECK_FAILED); p99-latency passed; saturation has no result yet."""
+    feed = Feed()
+    feed.publish(halted_by_a_check(), [])
+    with served(feed) as url:
+        page.goto(url)
+        rows = page.locator("#checks tbody tr.check")
+        expect(rows.locator("td").nth(0)).to_have_text("error-rate")
+        error_rate = page.locator('tr.check[data-stage="prod"][data-check="error-rate"]')
+        expect(error_rate).to_have_attribute("data-outcome", "failed")
+        expect(error_rate.locator("td")).to_have_text(
+            [
+                "error-rate",
+                "main-1",
+                "failed with 0.07 at 2026-01-01 00:05 UTC",
+                "passes when result < 0.01, fails when result > 0.05",
+                "failed 2 in a row (limit 1), inconclusive 0 (limit 2)",
+            ]
+        )
+        expect(page.locator('tr.check[data-check="p99-latency"] td').nth(2)).to_have_text(
+            "passed with 0.25 at 2026-01-01 00:05 UTC"
+        )
+        expect(page.locator('tr.check[data-check="saturation"]')).to_have_attribute("data-outcome", "none")
+        expect(page.locator('tr.check[data-check="saturation"] td').nth(2)).to_have_text(
+            "no result since 2026-01-01 00:00 UTC"
+        )
+        track = page.locator('li.stage[data-stage="prod"] div.track[data-track="controlPlane"]')
+        expect(track.locator(".badge")).to_have_text("PAUSED")
+        expect(track.locator("dd").last).to_have_text("paused (CHECK_FAILED), running 10m")

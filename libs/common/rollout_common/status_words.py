@@ -132,6 +132,38 @@ def approval_text(gate: Mapping[str, Any], *, clock: float) -> str:
     return f"approved by {by} at {clock_text(float(approved_at))}{said}"
 
 
+def check_rows(doc: Doc) -> list[tuple[str, Mapping[str, Any]]]:
+    """Every metric check some rollout evaluated at a stage, as (stage, check), in stage order (CHK-2)."""
+    return [(str(stage["name"]), check) for stage in doc["stages"] for check in stage.get("checks") or ()]
+
+
+def check_result_text(check: Mapping[str, Any]) -> str:
+    """`failed with 0.07 at 2026-01-05 00:20 UTC`: the latest result against which the condition is judged."""
+    observed = check.get("observedAt")
+    if check.get("outcome") is None or observed is None:
+        since = check.get("since")
+        return "no result yet" if since is None else f"no result since {clock_text(float(since))}"
+    value = check.get("value")
+    shown = "no value" if value is None else f"{float(value):g}"
+    return f"{check['outcome']} with {shown} at {clock_text(float(observed))}"
+
+
+def check_condition_text(check: Mapping[str, Any]) -> str:
+    """`passes when result < 0.01, fails when result > 0.05`."""
+    text = f"passes when {check['successCondition']}"
+    if check.get("failureCondition"):
+        text += f", fails when {check['failureCondition']}"
+    return text
+
+
+def check_counts_text(check: Mapping[str, Any]) -> str:
+    """How close the check is to halting the stage: results in a row against their limits."""
+    return (
+        f"failed {check.get('failedInARow', 0)} in a row (limit {check.get('failureLimit', 0)}), "
+        f"inconclusive {check.get('inconclusiveInARow', 0)} (limit {check.get('inconclusiveLimit', 0)})"
+    )
+
+
 def until_text(epoch: float, *, clock: float | None) -> str:
     """`2026-01-05 09:10 UTC (in 1h10m)`; the countdown only when the current clock is known."""
     moment = clock_text(epoch)

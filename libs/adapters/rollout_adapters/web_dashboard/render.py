@@ -16,6 +16,10 @@ from rollout_adapters.web_dashboard.timeline import css_token, timeline_svg
 from rollout_common.status_words import (
     TRACK_NAMES,
     approval_text,
+    check_condition_text,
+    check_counts_text,
+    check_result_text,
+    check_rows,
     clock_text,
     gate_rows,
     named_total,
@@ -75,6 +79,7 @@ def live_sections(snapshot: Snapshot) -> str:
         _pipeline(doc, clock=clock),
         _waits(doc, clock=clock),
         _gates(doc, clock=clock),
+        _checks(doc),
         _partitions(doc),
         _timeline(doc, clock=clock),
     ]
@@ -207,6 +212,31 @@ def _gate_row(stage: str, gate: Mapping[str, Any], *, clock: float) -> str:
         f'<th scope="row">{esc(stage)}</th><td>{esc(gate["gate"])}</td><td>{esc(gate["rollout"])}</td>'
         f"<td>{esc(clock_text(float(gate['waitingSince'])))}</td>"
         f'<td><span class="badge state-{approved}">{approved}</span> {esc(approval_text(gate, clock=clock))}</td></tr>'
+    )
+
+
+def _checks(doc: Doc) -> str:
+    """CHK-2: each metric check's latest value against its condition, and how near it is to halting."""
+    rows = check_rows(doc)
+    if not rows:
+        return ""
+    body = "".join(_check_row(stage, check) for stage, check in rows)
+    return f"""<section aria-labelledby="h-checks">
+<h2 id="h-checks">Metric checks</h2>
+<table id="checks"><caption>The latest result of each check against its condition (CHK-2)</caption>
+<thead><tr><th scope="col">stage</th><th scope="col">check</th><th scope="col">rollout</th>
+<th scope="col">latest result</th><th scope="col">condition</th><th scope="col">in a row</th></tr></thead>
+<tbody>{body}</tbody></table>
+</section>"""
+
+
+def _check_row(stage: str, check: Mapping[str, Any]) -> str:
+    outcome = str(check.get("outcome") or "none")
+    return (
+        f'<tr class="check" data-stage="{esc(stage)}" data-check="{esc(check["check"])}" '
+        f'data-outcome="{esc(outcome)}"><th scope="row">{esc(stage)}</th><td>{esc(check["check"])}</td>'
+        f"<td>{esc(check['rollout'])}</td><td>{esc(check_result_text(check))}</td>"
+        f"<td>{esc(check_condition_text(check))}</td><td>{esc(check_counts_text(check))}</td></tr>"
     )
 
 
