@@ -25,15 +25,10 @@ from rich.text import Text
 
 from rollout_cli import tables
 from rollout_cli.gate_events import gate_waits, record_approval_ack, record_gate
+from rollout_cli.gate_tables import checks_table, gates_table
 from rollout_common.status_words import (
     TRACK_NAMES,
-    approval_text,
-    check_condition_text,
-    check_counts_text,
-    check_result_text,
-    check_rows,
     clock_text,
-    gate_rows,
     named_total,
     names_text,
     ordered_statuses,
@@ -205,46 +200,6 @@ def waits_table(doc: Doc, *, clock: float | None = None) -> RenderableType:
         if wait.get("until") is not None:
             reason.append(f"\n  until {until_text(wait['until'], clock=clock)}", style="dim")
         table.add_row(where, Text(wait["rule"], style="yellow"), reason)
-    return tables.folding(table)
-
-
-def gates_table(doc: Doc, *, clock: float) -> RenderableType | None:
-    """CHK-1: each approval gate a rollout reached, since when it waits, who approved it when (None: no gates)."""
-    rows = gate_rows(doc)
-    if not rows:
-        return None
-    table = Table(box=_LIVE_BOX, expand=True, pad_edge=False, show_edge=False)
-    for column in ("approval gate", "rollout", "waiting since", "approval"):
-        table.add_column(column, no_wrap=column != "approval")
-    for stage, gate in rows:
-        approved = gate.get("approvedAt") is not None
-        table.add_row(
-            f"{stage} {gate['gate']}",
-            str(gate["rollout"]),
-            clock_text(float(gate["waitingSince"])),
-            Text(approval_text(gate, clock=clock), style="green" if approved else "bold yellow"),
-        )
-    return tables.folding(table)
-
-
-def checks_table(doc: Doc) -> RenderableType | None:
-    """CHK-2: each metric check's latest value against its condition, and how near it is to halting."""
-    rows = check_rows(doc)
-    if not rows:
-        return None
-    table = Table(box=_LIVE_BOX, expand=True, pad_edge=False, show_edge=False)
-    for column in ("metric check", "rollout", "latest result", "condition", "in a row"):
-        table.add_column(column, no_wrap=column in ("metric check", "rollout"))
-    for stage, check in rows:
-        outcome = check.get("outcome")
-        style = {"passed": "green", "failed": "bold red", "inconclusive": "bold yellow"}.get(str(outcome), "dim")
-        table.add_row(
-            f"{stage} {check['check']}",
-            str(check["rollout"]),
-            Text(check_result_text(check), style=style),
-            check_condition_text(check),
-            check_counts_text(check),
-        )
     return tables.folding(table)
 
 
