@@ -18,6 +18,9 @@ that no stage selects until a stage is appended, and a first stage that starts e
 change that puts a cluster in two stages is left out of every script (`single_stage`): the shared
 checker counts such a cluster in the first of them, where SEQ-2 leaves it in neither, so it would
 judge a right engine.
+
+Stage gates (CHK: approvals with approve commands, start windows, disruption budgets) are drawn over
+the scenario by `gate_draws`, from a generator of their own.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from gate_draws import draw_gates
 from single_stage import drop_two_stage_upserts
 
 Doc = dict[str, Any]
@@ -448,6 +452,7 @@ def generate(seed: int, *, kinds: dict[str, float] = EVENT_KINDS) -> Doc:
         if entry is not None:
             at = entry.pop("at") if "at" in entry else moment(rng, until)
             events.append({"at": at, **entry})
+    draw_gates(seed, sequence=first, clusters=clusters, events=events, until=until)
     releases_at = {e["at"] for e in events if "releaseTarget" in e or "startRollout" in e}
     for entry in events:
         # A command at the very instant of a release: whether it applies to that release's rollout
