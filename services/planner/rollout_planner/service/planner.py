@@ -23,6 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from rollout_adapters.dead_letter_metrics import DeadLetterMetrics
+from rollout_adapters.read_topics import check_read_topics
 from rollout_common.commands import Command
 from rollout_common.errors import PermanentError, TransientError
 from rollout_common.events import Event, WakeUp
@@ -34,7 +35,7 @@ from rollout_planner.service.batch_decision import BatchDecision, follow_timer, 
 from rollout_planner.service.checkpoint import STATUS_KEY, Checkpoint
 from rollout_planner.service.clock import Clock
 from rollout_planner.service.durable_state import DurableState
-from rollout_planner.service.intake import Intake, in_decision_order
+from rollout_planner.service.intake import INPUT_TOPICS, Intake, in_decision_order
 from rollout_planner.service.leadership import LeaseLostError
 from rollout_planner.service.lease_keeper import PlannerLease
 from rollout_planner.service.metrics import PlannerMetrics
@@ -127,7 +128,7 @@ class Planner:
     # -- life cycle and the lease --------------------------------------------------------
 
     async def start(self) -> bool:
-        """Stand by until this planner holds the lease (BUS-8), create topics, restore or
+        """Stand by until this planner holds the lease (BUS-8), create and check topics, restore or
         build the state, finish an interrupted publish; False if stopped first."""
         if not await self.lease.wait_until_held(self._stopping):
             return False
@@ -151,6 +152,10 @@ class Planner:
         if self._settings.create_topics:
             specs = [self._settings.topic_spec(topic) for topic in ALL]
             await self._retrier.call("create topics", lambda: self._bus.ensure_topics(specs))
+        await self._retrier.call(
+            "check the topics it reads",
+            lambda: check_read_topics(self._bus, self._settings, INPUT_TOPICS, reader="planner"),
+        )
 
     async def run(self) -> None:
         """Start, then handle batches until `stop()`; a lost lease sends the planner back to standby."""
