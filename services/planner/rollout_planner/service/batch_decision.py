@@ -11,6 +11,7 @@ import collections
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from rollout_adapters.dead_letter_metrics import DeadLetterMetrics
 from rollout_common.commands import Command, StageAdvance, WakeAt
@@ -26,6 +27,17 @@ from rollout_planner.service.quarantine import Decide
 from rollout_planner.service.unknown_clusters import UnknownClusterNotices
 
 log = logging.getLogger("rollout.planner")
+
+
+@dataclass
+class Taken:
+    """One poll decoded: `new` the records the stored state does not hold yet."""
+
+    records: Sequence[Record]
+    new: list[Record] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    origin: dict[int, Record] = field(default_factory=dict)
+    refused: list[tuple[Record, str]] = field(default_factory=list)
 
 
 class BatchDecision:
@@ -49,22 +61,33 @@ class BatchDecision:
         self._source = source
         self.origin: dict[int, Record] = {}
 
-    def take(self, records: Sequence[Record], checkpoint: Checkpoint, outbox: Outbox, *, now: float) -> list[Event]:
-        events: list[Event] = []
-        self.origin = {}
+    def decode(self, records: Sequence[Record], checkpoint: Checkpoint, *, now: float) -> Taken:
+        """The records' events and refusals; the checkpoint is not touched, so a poll may be decoded
+        while the batch before it is still being written."""
+        taken = Taken(records=records)
         for record in records:
             if checkpoint.applied(record.topic, record.partition, record.offset):
                 self._metrics.duplicates_skipped.inc()
                 continue
+            taken.new.append(record)
             try:
-                events.append(self.intake.decode(record, now=now))
-                self.origin[id(events[-1])] = record
+                taken.events.append(self.intake.decode(record, now=now))
+                taken.origin[id(taken.events[-1])] = record
             except InvalidInputError as exc:
-                outbox.add_dead_letter(record, str(exc))
-                self._metrics.dead_letters.inc()
-                self._dead_letters.record(record, reason=str(exc), source=self._source)
+                taken.refused.append((record, str(exc)))
+        return taken
+
+    def admit(self, taken: Taken, checkpoint: Checkpoint, outbox: Outbox) -> list[Event]:
+        """The batch's events: its refusals go to the outbox as dead letters (BUS-4), and the
+        checkpoint's offsets move past every new record, decoded or not."""
+        self.origin = taken.origin
+        for record, reason in taken.refused:
+            outbox.add_dead_letter(record, reason)
+            self._metrics.dead_letters.inc()
+            self._dead_letters.record(record, reason=reason, source=self._source)
+        for record in taken.new:
             checkpoint.advance(record.topic, record.partition, record.offset)
-        return events
+        return list(taken.events)
 
     def decide(self, state: EngineState, events: list[Event], now: float) -> list[Command]:
         started = time.perf_counter()
@@ -104,4 +127,4 @@ def log_commands(commands: Sequence[Command], batch: int) -> None:
         log.info(command.kind, extra={"batch": batch, "rollout_id": rollout_id, "command": details})
 
 
-__all__ = ["BatchDecision", "follow_timer", "log_commands"]
+__all__ = ["BatchDecision", "Taken", "follow_timer", "log_commands"]

@@ -31,7 +31,7 @@ from rollout_common.ports import Bus, Consumer, Record, Store
 from rollout_common.topics import ALL
 from rollout_planner.engine import EngineState
 from rollout_planner.engine import decide as engine_decide
-from rollout_planner.service.batch_decision import BatchDecision, follow_timer, log_commands
+from rollout_planner.service.batch_decision import BatchDecision, Taken, follow_timer, log_commands
 from rollout_planner.service.checkpoint import STATUS_KEY, Checkpoint
 from rollout_planner.service.clock import Clock
 from rollout_planner.service.durable_state import DurableState
@@ -115,6 +115,7 @@ class Planner:
         )
         self._publish_path = PublishPath(bus=self._bus, lease=self.lease, retrier=self._retrier)
         self._status = StatusWriter(interval_s=self._settings.status_interval_s, metrics=self.metrics)
+        self._prefetched: Taken | None = None  # the next poll, decoded while a batch was written
 
     @property
     def state(self) -> EngineState:
@@ -250,34 +251,44 @@ class Planner:
     # -- the poll loop -------------------------------------------------------------------
 
     async def step(self) -> int:
-        """Poll once and handle what came (or a due timer); returns how many records were polled."""
+        """Poll once (or take the poll decoded during the last write) and handle what came, or a due
+        timer; returns how many records were handled. The batch is published when it returns."""
         assert self._consumer is not None, "start() first"
         await self.lease.keep()
         await self._flush_outbox()
+        taken, self._prefetched = self._prefetched, None
+        if taken is None:
+            records = await self._poll(self._poll_timeout())
+            if records is None:
+                await self._retrier.pause(self._settings.retry_backoff_s)
+                return 0
+            taken = self._decision.decode(records, self.checkpoint, now=self._clock.now())
+        now = self._clock.now()
+        due = self.checkpoint.wake_at is not None and self.checkpoint.wake_at <= now
+        if not taken.records and not due:
+            await self._status_if_behind()
+            return 0
+        await self._handle(taken, now=now, due=due)
+        await self._commit(taken.records)
+        return len(taken.records)
+
+    async def _poll(self, timeout_s: float) -> list[Record] | None:
+        """The next records; None when the broker failed (the planner is not ready meanwhile)."""
+        assert self._consumer is not None
         try:
-            records = await self._consumer.poll(
-                max_records=self._settings.poll_max_records, timeout_s=self._poll_timeout()
-            )
+            records = await self._consumer.poll(max_records=self._settings.poll_max_records, timeout_s=timeout_s)
         except TransientError as exc:
             self.ready = False
             log.warning("poll failed; retrying", extra={"error": str(exc)})
-            await self._retrier.pause(self._settings.retry_backoff_s)
-            return 0
+            return None
         self.ready = True
         await self.metrics.observe_lag(self._consumer)
-        now = self._clock.now()
-        due = self.checkpoint.wake_at is not None and self.checkpoint.wake_at <= now
-        if not records and not due:
-            await self._status_if_behind()
-            return 0
-        await self._handle(records, now=now, due=due)
-        await self._commit(records)
-        return len(records)
+        return records
 
-    async def _handle(self, records: Sequence[Record], *, now: float, due: bool) -> None:
+    async def _handle(self, taken: Taken, *, now: float, due: bool) -> None:
         batch = self.checkpoint.batch + 1
         outbox = Outbox(prefix=self._settings.topic_prefix, source=self._settings.source, batch=batch, at=now)
-        events = self._decision.take(records, self.checkpoint, outbox, now=now)
+        events = self._decision.admit(taken, self.checkpoint, outbox)
         if not events and not due and not outbox.messages:
             return  # only records the stored state already holds: nothing to decide or to write
         if due:
@@ -291,7 +302,7 @@ class Planner:
         follow_timer(self.checkpoint, commands)
         self.checkpoint.batch = batch
         self.checkpoint.outbox = outbox.messages
-        await self._persist(events, now=now)
+        await self._persist_and_prefetch(events, now=now)
         log_commands(commands, batch)
         await self._flush_outbox(urgent=changes_status(commands))
         # Only after the publish: a full snapshot compacts the journal (tens of ms at 1k clusters,
@@ -299,6 +310,17 @@ class Planner:
         # between an event and the commands it caused.
         if self._durable.snapshot_due(batch):
             await self._write_snapshot()
+
+    async def _persist_and_prefetch(self, events: list[Event], *, now: float) -> None:
+        """Write the batch durably and, while the store works, poll and decode the next records
+        (decoding touches no state: the next batch is decided only after this one is published)."""
+        write = asyncio.create_task(self._persist(events, now=now))
+        try:
+            records = await self._poll(0.0)
+            if records:
+                self._prefetched = self._decision.decode(records, self.checkpoint, now=self._clock.now())
+        finally:
+            await write
 
     def _decide(self, events: list[Event], now: float) -> list[Command]:
         return self._decision.decide(self.state, events, now)
