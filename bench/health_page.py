@@ -46,23 +46,23 @@ def cost_verdicts(first: list[dict[str, Any]], steady: list[dict[str, Any]]) -> 
                 f"{us:,.0f} µs at 1 worker",
             )
         )
+    out += _spread_verdict(rest, change)
+    return out
+
+
+def _spread_verdict(rest: dict[int, dict[str, Any]], change: dict[int, dict[str, Any]]) -> list[tuple[str, bool, str]]:
     spreads = [
         (name, _us(runs[SPREAD_AT]) / _us(runs[1]), runs)
         for name, runs in (("at rest", rest), ("changes", change))
         if 1 in runs and SPREAD_AT in runs
     ]
-    if spreads:
-        out.append(
-            (
-                f"monitor CPU per heartbeat at {SPREAD_AT} workers <= {LIMIT_SPREAD:g}x of 1",
-                all(ratio <= LIMIT_SPREAD for _, ratio, _ in spreads),
-                "; ".join(
-                    f"{name} {_us(runs[SPREAD_AT]):,.0f} vs {_us(runs[1]):,.0f} µs = {ratio:.2f}x"
-                    for name, ratio, runs in spreads
-                ),
-            )
-        )
-    return out
+    if not spreads:
+        return []
+    measured = "; ".join(
+        f"{name} {_us(runs[SPREAD_AT]):,.0f} vs {_us(runs[1]):,.0f} µs = {ratio:.2f}x" for name, ratio, runs in spreads
+    )
+    met = all(ratio <= LIMIT_SPREAD for _, ratio, _ in spreads)
+    return [(f"monitor CPU per heartbeat at {SPREAD_AT} workers <= {LIMIT_SPREAD:g}x of 1", met, measured)]
 
 
 def _table(runs: list[dict[str, Any]], *, rate: str) -> list[str]:

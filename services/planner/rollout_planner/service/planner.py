@@ -85,14 +85,7 @@ class Planner:
             stopping=self._stopping,
             on_failure=self._not_ready,
         )
-        self._decision = BatchDecision(
-            intake=Intake(prefix=settings.topic_prefix, max_future_skew_s=settings.max_future_skew_s),
-            decide=decide,
-            metrics=self.metrics,
-            dead_letters=self.dead_letters,
-            unknown=UnknownClusterNotices(interval_s=settings.unknown_notice_interval_s),
-            source=settings.source,
-        )
+        self._decision = self._batch_decision()
         self._set_aside = SetAside(
             decide=decide, metrics=self.metrics, dead_letters=self.dead_letters, source=settings.source
         )
@@ -100,6 +93,17 @@ class Planner:
         self.ready = False
         self.lease = lease or self._new_lease()
         self._new_term()
+
+    def _batch_decision(self) -> BatchDecision:
+        settings = self._settings
+        return BatchDecision(
+            intake=Intake(prefix=settings.topic_prefix, max_future_skew_s=settings.max_future_skew_s),
+            decide=self._engine_decide,
+            metrics=self.metrics,
+            dead_letters=self.dead_letters,
+            unknown=UnknownClusterNotices(interval_s=settings.unknown_notice_interval_s),
+            source=settings.source,
+        )
 
     def _new_term(self) -> None:
         """Forget everything held in memory: a term starts from the store (after taking the lease)."""
