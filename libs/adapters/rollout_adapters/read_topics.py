@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_common.connection_settings import ServiceSettings
+from rollout_common.errors import PermanentError
 from rollout_common.ports import Bus
 from rollout_common.topics.catalog import TopicDef
 from rollout_common.topics.partitions import mismatch
@@ -43,7 +44,13 @@ async def read_topic_problems(bus: Bus, settings: ServiceSettings, topics: Seque
 
 
 async def check_read_topics(bus: Bus, settings: ServiceSettings, topics: Sequence[TopicDef], *, reader: str) -> None:
-    for problem in await read_topic_problems(bus, settings, topics):
+    """Log what `read_topic_problems` finds; transient failures propagate (the caller retries)."""
+    try:
+        problems = await read_topic_problems(bus, settings, topics)
+    except PermanentError as exc:  # a principal allowed to read but not to describe: the check is advice
+        log.warning("%s: the topics it reads could not be checked against the settings: %s", reader, exc)
+        return
+    for problem in problems:
         log.error("%s: %s", reader, problem)
 
 
