@@ -26,7 +26,7 @@ from rollout_planner.engine import lifecycle, operations, results
 from rollout_planner.engine.availability import blocked
 from rollout_planner.engine.collections_paused import collections_paused
 from rollout_planner.engine.dispatch import dispatch_stage
-from rollout_planner.engine.inventory import apply_inventory, build_fleet
+from rollout_planner.engine.inventory import Placement, apply_inventory, build_fleet
 from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, Offer, RolloutRec, put
 from rollout_planner.engine.sequence_change import apply_sequence_change
 from rollout_planner.engine.targets import enqueue
@@ -42,10 +42,13 @@ def new_state(sequence: Sequence, clusters: Iterable[Cluster], groups: Iterable[
     return state
 
 
-def decide(state: EngineState, event: Event | EventBatch, now: float) -> tuple[EngineState, list[Command]]:
+def decide(
+    state: EngineState, event: Event | EventBatch, now: float, *, placement: Placement = Placement.INCREMENTAL
+) -> tuple[EngineState, list[Command]]:
+    """`placement` is how inventory changes are placed: `FULL` only as the reference in tests."""
     state.now = now
     state.out = []
-    _apply(state, event)
+    _apply(state, event, placement)
     _fire_timers(state)
     _settle(state)
     _end_rollouts(state)
@@ -54,11 +57,11 @@ def decide(state: EngineState, event: Event | EventBatch, now: float) -> tuple[E
     return state, out
 
 
-def _apply(state: EngineState, event: Event | EventBatch) -> None:
+def _apply(state: EngineState, event: Event | EventBatch, placement: Placement) -> None:
     match event:
         case EventBatch():
             for inner in event.events:
-                _apply(state, inner)
+                _apply(state, inner, placement)
         case ReleaseTarget():
             _release(state, event)
         case StartRollout():
@@ -70,7 +73,7 @@ def _apply(state: EngineState, event: Event | EventBatch) -> None:
         case Readiness():
             results.apply_readiness(state, event)
         case InventoryChange():
-            apply_inventory(state, event)
+            apply_inventory(state, event, placement=placement)
         case SequenceChange():
             apply_sequence_change(state, event)
         case WakeUp():

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
+from enum import StrEnum
 
 from rollout_common.commands import Notice
 from rollout_common.events import InventoryChange
@@ -27,6 +27,15 @@ from rollout_planner.engine.model import (
 from rollout_planner.engine.partitioning import assign_stages, plan_partitions
 from rollout_planner.engine.tally import attach, detach, recount_departed
 from rollout_planner.engine.targets import retarget, retarget_members
+
+
+class Placement(StrEnum):
+    """How an inventory change places its cluster in a stage."""
+
+    INCREMENTAL = "incremental"  # only what the change touches moves (`membership`)
+    # every change recomputes its stages, as before the incremental placement: the reference the
+    # incremental one is tested against
+    FULL = "full"
 
 
 def build_fleet(state: EngineState, clusters: Iterable[Cluster]) -> None:
@@ -100,7 +109,9 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
     state.dirty.add(stage.index)
 
 
-def apply_inventory(state: EngineState, event: InventoryChange) -> None:
+def apply_inventory(
+    state: EngineState, event: InventoryChange, *, placement: Placement = Placement.INCREMENTAL
+) -> None:
     """SEQ-6: a join, leave or relabel re-evaluates the stages it touches, visibly."""
     if event.cluster_group is not None:
         _apply_group(state, event.action, event.cluster_group)
@@ -112,7 +123,7 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
     old = state.clusters.get(name)
     old_stage = old.stage if old is not None else None
     if event.action == "remove":
-        _remove(state, name, old)
+        _remove(state, name, old, placement=placement)
         return
     if event.cluster is None:
         state.emit(Notice(code="INVALID_INVENTORY", cluster=name, message=f"upsert of {name} without its record"))
@@ -137,9 +148,9 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
         )
     # the stage it leaves first, so that stage lets go of it before the one it joins counts it
     if old_stage is not None and old_stage != new_stage:
-        _let_go(state, state.stages[old_stage], record)
+        _let_go(state, state.stages[old_stage], record, placement=placement)
     if new_stage is not None:
-        _place(state, state.stages[new_stage], record, joins=old_stage != new_stage)
+        _place(state, state.stages[new_stage], record, joins=old_stage != new_stage, placement=placement)
     if new_stage is None:
         record.stage = record.partition = None
     if old_stage != new_stage:
@@ -155,49 +166,35 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
         )
 
 
-def _place(state: EngineState, stage: StageRec, record: ClusterRec, *, joins: bool) -> None:
+def _place(state: EngineState, stage: StageRec, record: ClusterRec, *, joins: bool, placement: Placement) -> None:
     """A join or a change in place costs what it touches (`membership`); anything else, or every
-    change while `recomputed_in_full` holds, recomputes the stage."""
-    if _incremental[0] and joins:
+    change placed in full, recomputes the stage."""
+    incremental = placement is Placement.INCREMENTAL
+    if incremental and joins:
         join_stage(state, stage, record)
-    elif _incremental[0] and stays_in_place(state, stage, record):
+    elif incremental and stays_in_place(state, stage, record):
         refresh_member(state, stage, record)
     else:
         names = [n for n in _stage_names(state, stage.index) if n != record.name]
         rebuild_stage(state, stage, [*names, record.name])
 
 
-def _let_go(state: EngineState, stage: StageRec, record: ClusterRec) -> None:
+def _let_go(state: EngineState, stage: StageRec, record: ClusterRec, *, placement: Placement) -> None:
     """The stage lets go of a cluster that leaves it (removed, relabelled, moved to another stage)."""
-    if _incremental[0]:
+    if placement is Placement.INCREMENTAL:
         leave_stage(state, stage, record)
     else:
         rebuild_stage(state, stage, [n for n in _stage_names(state, stage.index) if n != record.name])
 
 
-# whether joins, leaves and changes in place are applied incrementally; off only in `recomputed_in_full`
-_incremental = [True]
-
-
-@contextmanager
-def recomputed_in_full() -> Iterator[None]:
-    """Every inventory change recomputes its stages, as before the incremental placement: the
-    reference the incremental one is tested against."""
-    _incremental[0] = False
-    try:
-        yield
-    finally:
-        _incremental[0] = True
-
-
-def _remove(state: EngineState, name: str, old: ClusterRec | None) -> None:
+def _remove(state: EngineState, name: str, old: ClusterRec | None, *, placement: Placement) -> None:
     """SEQ-6a: a removed cluster is never handed out again; an upgrade in flight still reports back."""
     if old is None:
         return
     stage_name = None if old.stage is None else state.stages[old.stage].spec.name
     if old.stage is not None:
         # let go while the record still exists, so its counts and targets are taken out first
-        _let_go(state, state.stages[old.stage], old)
+        _let_go(state, state.stages[old.stage], old, placement=placement)
     del state.clusters[name]
     if not old.busy:
         state.left[name] = old
