@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable
 
 from rollout_common.commands import Command, Notice, RolloutTransition, WakeAt
@@ -129,7 +128,7 @@ def _launch(state: EngineState, rollout: RolloutRec, offer: Offer) -> None:
 
 def _fire_timers(state: EngineState) -> None:
     while state.timers and state.timers[0].at <= state.now:
-        timer = heapq.heappop(state.timers)
+        timer = state.pop_timer()
         if timer.kind == "cluster":
             cluster = state.clusters.get(timer.ref)
             if cluster is not None and cluster.waiting_until[timer.track] is not None:

@@ -493,6 +493,9 @@ class EngineState:
         self.soak_overrides: dict[tuple[str, str], float | None] = {}  # None: removed (OPS-2)
         self.gates: dict[GateKey, GateRec] = {}  # CHK-1: approval gates reached, by rollout, stage, position
         self.timers: list[Timer] = []
+        # the pending cluster timers by (at, cluster, track), how many of each: asking whether one is
+        # already due costs the same however many timers are pending (WIN-3, a held cluster)
+        self.cluster_timers: dict[tuple[float, str, int], int] = {}
         self.next_command = 0
         self.dirty: set[int] = set()
         self.out: list[Command] = []
@@ -535,6 +538,27 @@ class EngineState:
     def add_cluster_timer(self, at: float, *, name: str, track: int) -> None:
         # after every run timer of the same instant: windows open once stages have moved on
         heapq.heappush(self.timers, Timer(at, (len(self.stages), 0), "cluster", track, name))
+        key = (at, name, track)
+        self.cluster_timers[key] = self.cluster_timers.get(key, 0) + 1
+
+    def has_cluster_timer(self, at: float, *, name: str, track: int) -> bool:
+        return (at, name, track) in self.cluster_timers
+
+    def pop_timer(self) -> Timer:
+        """The earliest pending timer, taken off the heap (and off the keyed cluster timers)."""
+        timer = heapq.heappop(self.timers)
+        if timer.kind == "cluster":
+            key = (timer.at, timer.ref, timer.track)
+            left = self.cluster_timers[key] - 1
+            if left:
+                self.cluster_timers[key] = left
+            else:
+                del self.cluster_timers[key]
+        return timer
+
+    def clear_timers(self) -> None:
+        self.timers = []
+        self.cluster_timers = {}
 
     def emit(self, command: Command) -> None:
         self.out.append(command)

@@ -285,7 +285,7 @@ def _load(data: bytes) -> EngineState:
     state.gates = {
         (r, s, GatePosition(p)): GateRec(at, ok, by, said) for r, s, p, at, ok, by, said in doc.get("gates", [])
     }
-    state.timers = []
+    state.clear_timers()
     for at, kind, stage, track, ref in doc["timers"]:
         if kind == "cluster":
             state.add_cluster_timer(at, name=ref, track=track)
