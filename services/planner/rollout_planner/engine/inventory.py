@@ -24,7 +24,7 @@ from rollout_planner.engine.model import (
     StageRec,
     put,
 )
-from rollout_planner.engine.partitioning import assign_stages, plan_partitions
+from rollout_planner.engine.partitioning import StagePlan, assign_stages, plan_partitions
 from rollout_planner.engine.tally import attach, detach, recount_departed
 from rollout_planner.engine.targets import retarget, retarget_members
 
@@ -44,13 +44,7 @@ def build_fleet(state: EngineState, clusters: Iterable[Cluster]) -> None:
         state.clusters[spec.name] = state.record(spec)
     membership = assign_stages(state.sequence, list(state.clusters.values()), state.groups.values())
     for name, stages in membership.conflicts.items():
-        state.emit(
-            Notice(
-                code="SEQ-2",
-                cluster=name,
-                message=f"cluster {name} matches stages {', '.join(stages)}; it joins none (SEQ-2)",
-            )
-        )
+        _conflict_notice(state, name, stages)
     stage_of = membership.stage_of
     for stage in state.stages:
         index = stage.index
@@ -59,7 +53,22 @@ def build_fleet(state: EngineState, clusters: Iterable[Cluster]) -> None:
 
 def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None:
     """Recompute the stage's partitions over its members (PART-4) and recount everything in it."""
-    keep = set(names)
+    _release_members(state, stage, keep=set(names))
+    plan = plan_partitions(stage.spec, [state.clusters[n] for n in names], state.groups.values())
+    _place_partitions(state, stage, plan)
+    stage.members = plan.members
+    stage.no_partition = plan.no_partition
+    for name in stage.no_partition:
+        state.clusters[name].stage = stage.index
+    _retarget_all(state, stage)
+    recount_departed(state, stage)
+    for track in TRACK_INDEXES:
+        revisit_stuck(state, stage, track)
+    state.dirty.add(stage.index)
+
+
+def _release_members(state: EngineState, stage: StageRec, *, keep: set[str]) -> None:
+    """Every member uncounted and unplaced; those not kept lose the stage's targets too."""
     for name in stage.members + stage.no_partition:
         cluster = state.clusters.get(name)
         if cluster is not None:
@@ -68,9 +77,11 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
                 drop_targets(stage, cluster)
             cluster.stage = cluster.partition = None
             cluster.queued = NO_FLAGS
+
+
+def _place_partitions(state: EngineState, stage: StageRec, plan: StagePlan) -> None:
     clusters = state.clusters
     stage_index = stage.index
-    plan = plan_partitions(stage.spec, [clusters[n] for n in names], state.groups.values())
     stage.partitions = []
     for index, part in enumerate(plan.partitions):
         record = PartitionRec(
@@ -90,23 +101,18 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
                 or not cluster.compute_available()
             ):
                 attach(state, cluster)
-    stage.members = plan.members
-    stage.no_partition = plan.no_partition
-    for name in stage.no_partition:
-        state.clusters[name].stage = stage.index
+
+
+def _retarget_all(state: EngineState, stage: StageRec) -> None:
     # without an offer on either track, a cluster without a target keeps none: no retarget needed
     # (retargeting one cluster touches nothing another's attach reads: a pass of its own)
     if any(stage.offers(track) for track in TRACK_INDEXES):
         retarget_members(state, stage, stage.members)
-    else:
-        for name in stage.members:
-            cluster = clusters[name]
-            if cluster.target is not NO_PAIR:
-                retarget(state, cluster)
-    recount_departed(state, stage)
-    for track in TRACK_INDEXES:
-        revisit_stuck(state, stage, track)
-    state.dirty.add(stage.index)
+        return
+    for name in stage.members:
+        cluster = state.clusters[name]
+        if cluster.target is not NO_PAIR:
+            retarget(state, cluster)
 
 
 def apply_inventory(
@@ -128,24 +134,11 @@ def apply_inventory(
     if event.cluster is None:
         state.emit(Notice(code="INVALID_INVENTORY", cluster=name, message=f"upsert of {name} without its record"))
         return
-    if old is None and name in state.departed:
-        # back before its upgrade in flight reported: the same record, so the result still lands
-        old = state.departed.pop(name)
-        state.clusters[name] = old
-    elif old is None and name in state.left:
-        old = state.left.pop(name)  # back after it left: what the rollouts did to it still counts
-        state.clusters[name] = old
-    record = _upsert(state, event.cluster, old)
+    record = _upsert(state, event.cluster, old if old is not None else _returning(state, name))
     membership = assign_stages(state.sequence, [event.cluster], state.groups.values())
     new_stage = membership.stage_of.get(name)
     if name in membership.conflicts:
-        state.emit(
-            Notice(
-                code="SEQ-2",
-                cluster=name,
-                message=f"cluster {name} matches stages {', '.join(membership.conflicts[name])}; it joins none (SEQ-2)",
-            )
-        )
+        _conflict_notice(state, name, membership.conflicts[name])
     # the stage it leaves first, so that stage lets go of it before the one it joins counts it
     if old_stage is not None and old_stage != new_stage:
         _let_go(state, state.stages[old_stage], record, placement=placement)
@@ -154,16 +147,42 @@ def apply_inventory(
     if new_stage is None:
         record.stage = record.partition = None
     if old_stage != new_stage:
-        before = "no stage" if old_stage is None else state.stages[old_stage].spec.name
-        after = None if new_stage is None else state.stages[new_stage].spec.name
-        state.emit(
-            Notice(
-                code="SEQ-6",
-                cluster=name,
-                stage=after if after is not None else before if old_stage is not None else None,
-                message=f"cluster {name} moved from {before} to {after or 'no stage'}",
-            )
+        _moved_notice(state, name, old_stage=old_stage, new_stage=new_stage)
+
+
+def _returning(state: EngineState, name: str) -> ClusterRec | None:
+    """The record of a cluster registered again, put back among the clusters; None for a new one."""
+    # back before its upgrade in flight reported: the same record, so the result still lands;
+    # back after it left: what the rollouts did to it still counts
+    old = state.departed.pop(name, None)
+    if old is None:
+        old = state.left.pop(name, None)
+    if old is not None:
+        state.clusters[name] = old
+    return old
+
+
+def _conflict_notice(state: EngineState, name: str, stages: Iterable[str]) -> None:
+    state.emit(
+        Notice(
+            code="SEQ-2",
+            cluster=name,
+            message=f"cluster {name} matches stages {', '.join(stages)}; it joins none (SEQ-2)",
         )
+    )
+
+
+def _moved_notice(state: EngineState, name: str, *, old_stage: int | None, new_stage: int | None) -> None:
+    before = "no stage" if old_stage is None else state.stages[old_stage].spec.name
+    after = None if new_stage is None else state.stages[new_stage].spec.name
+    state.emit(
+        Notice(
+            code="SEQ-6",
+            cluster=name,
+            stage=after if after is not None else before if old_stage is not None else None,
+            message=f"cluster {name} moved from {before} to {after or 'no stage'}",
+        )
+    )
 
 
 def _place(state: EngineState, stage: StageRec, record: ClusterRec, *, joins: bool, placement: Placement) -> None:
