@@ -268,13 +268,7 @@ def load(data: bytes) -> EngineState:
 
 
 def _load(data: bytes) -> EngineState:
-    found = stored_format(data)  # formats 1-3 were JSON: refused with the format they name
-    if found != FORMAT_VERSION:
-        raise ValueError(f"snapshot format {found!r} is not {FORMAT_VERSION}")
-    try:
-        doc = msgspec.msgpack.decode(data[data.find(b"\n") + 1 :])
-    except msgspec.DecodeError as exc:
-        raise ValueError(f"the snapshot is not format {FORMAT_VERSION} (MessagePack): {exc}") from exc
+    doc = _decoded(data)
     state = EngineState(sequence=Sequence.model_validate(doc["sequence"]))
     state.now = doc["now"]
     state.next_command = doc["nextCommand"]
@@ -285,12 +279,7 @@ def _load(data: bytes) -> EngineState:
     state.gates = {
         (r, s, GatePosition(p)): GateRec(at, ok, by, said) for r, s, p, at, ok, by, said in doc.get("gates", [])
     }
-    state.clear_timers()
-    for at, kind, stage, track, ref in doc["timers"]:
-        if kind == "cluster":
-            state.add_cluster_timer(at, name=ref, track=track)
-        else:
-            state.add_run_timer(at, kind, stage=stage, track=track, rollout_id=ref)
+    _load_timers(state, doc["timers"])
     for raw in doc["rollouts"]:
         state.rollouts[raw["id"]] = _load_rollout(raw)
     profiles = [_load_profile(state, raw) for raw in doc["profiles"]]
@@ -302,8 +291,38 @@ def _load(data: bytes) -> EngineState:
         _load_stage(state, stage, raw)
     for stage in state.stages:
         recount_departed(state, stage)  # once every cluster is placed again
-    # an upgrade in flight counts for the run that handed it out, wherever the cluster is now; a
-    # failed one for its stage's run (retargeting passed over both)
+    _count_remaining(state)
+    state.out = []
+    # a restarted planner looks at every stage once: dispatching an unchanged stage changes nothing
+    # (the live planner looks again when time alone changes a stage: a queued cluster's window
+    # closing wakes it, WIN-3)
+    state.dirty = set(range(len(state.stages)))
+    return state
+
+
+def _decoded(data: bytes) -> dict[str, Any]:
+    found = stored_format(data)  # formats 1-3 were JSON: refused with the format they name
+    if found != FORMAT_VERSION:
+        raise ValueError(f"snapshot format {found!r} is not {FORMAT_VERSION}")
+    try:
+        doc: dict[str, Any] = msgspec.msgpack.decode(data[data.find(b"\n") + 1 :])
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"the snapshot is not format {FORMAT_VERSION} (MessagePack): {exc}") from exc
+    return doc
+
+
+def _load_timers(state: EngineState, timers: list[list[Any]]) -> None:
+    state.clear_timers()
+    for at, kind, stage, track, ref in timers:
+        if kind == "cluster":
+            state.add_cluster_timer(at, name=ref, track=track)
+        else:
+            state.add_run_timer(at, kind, stage=stage, track=track, rollout_id=ref)
+
+
+def _count_remaining(state: EngineState) -> None:
+    """An upgrade in flight counts for the run that handed it out, wherever the cluster is now; a
+    failed one for its stage's run (retargeting passed over both)."""
     for cluster in [*state.clusters.values(), *state.departed.values()]:
         for track, origin in enumerate(cluster.origin):
             if cluster.running[track] is not None and origin is not None:
@@ -316,12 +335,6 @@ def _load(data: bytes) -> EngineState:
                 run = state.stages[where].runs[track].get(cluster.target_run[track] or "")
                 if run is not None:
                     run.remaining += 1
-    state.out = []
-    # a restarted planner looks at every stage once: dispatching an unchanged stage changes nothing
-    # (the live planner looks again when time alone changes a stage: a queued cluster's window
-    # closing wakes it, WIN-3)
-    state.dirty = set(range(len(state.stages)))
-    return state
 
 
 def _load_rollout(raw: dict[str, Any]) -> RolloutRec:
