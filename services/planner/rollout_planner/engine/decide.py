@@ -29,6 +29,7 @@ from rollout_planner.engine.inventory import Placement, apply_inventory, build_f
 from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, Offer, RolloutRec, put
 from rollout_planner.engine.sequence_change import apply_sequence_change
 from rollout_planner.engine.targets import enqueue
+from rollout_planner.engine.unknown_clusters import sum_up_unknown
 
 _SETTLE_ROUNDS = 1000
 
@@ -52,6 +53,7 @@ def decide(
     _settle(state)
     _end_rollouts(state)
     _request_wake(state)
+    sum_up_unknown(state)
     out, state.out = state.out, []
     return state, out
 

@@ -469,6 +469,28 @@ class Timer:
     stage: int = field(default=-1, compare=False)
 
 
+@dataclass(slots=True)
+class UnknownName:
+    """A cluster name the engine does not know, said in a notice at `at`; `held`: events since."""
+
+    at: float
+    held: int = 0
+
+
+@dataclass(slots=True)
+class UnknownClusters:
+    """What the UNKNOWN_CLUSTER notices said (`engine/unknown_clusters.py`): kept in the snapshot, so a
+    restarted planner does not say again a name it said within the period."""
+
+    interval_s: float = 3600.0  # the planner's setting, given before each decision; not stored
+    max_names: int = 10_000
+    said: dict[str, UnknownName] = field(default_factory=dict)
+    overflow: int = 0  # events about names beyond max_names since the last summary
+    summary_at: float | None = None
+    pruned_at: float | None = None
+    events: int = 0  # every event about an unknown cluster, said or not (the planner's metric)
+
+
 class EngineState:
     """Everything the planner decides from. Persisted as a snapshot by the shell."""
 
@@ -491,6 +513,7 @@ class EngineState:
         self.rollouts: dict[str, RolloutRec] = {}
         self.seen_events: set[str] = set()
         self.soak_overrides: dict[tuple[str, str], float | None] = {}  # None: removed (OPS-2)
+        self.unknown = UnknownClusters()
         self.gates: dict[GateKey, GateRec] = {}  # CHK-1: approval gates reached, by rollout, stage, position
         self.timers: list[Timer] = []
         # the pending cluster timers by (at, cluster, track), how many of each: asking whether one is

@@ -13,18 +13,13 @@ from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, Run
 from rollout_planner.engine.runs import transition
 from rollout_planner.engine.tally import located, refresh
 from rollout_planner.engine.targets import enqueue, retarget
+from rollout_planner.engine.unknown_clusters import unknown_cluster
 
 
 def apply_result(state: EngineState, event: UpgradeResult) -> None:
     cluster = state.clusters.get(event.cluster) or state.departed.get(event.cluster)
     if cluster is None:
-        state.emit(
-            Notice(
-                code="UNKNOWN_CLUSTER",
-                message=f"upgrade result for unknown cluster {event.cluster}",
-                cluster=event.cluster,
-            )
-        )
+        unknown_cluster(state, name=event.cluster, message=f"upgrade result for unknown cluster {event.cluster}")
         return
     track = CP if event.track.value == "controlPlane" else NODES
     version = parse_version(event.version)
@@ -129,13 +124,7 @@ def apply_readiness(state: EngineState, event: Readiness) -> None:
     cluster = state.clusters.get(event.cluster)
     if cluster is None:
         if event.cluster not in state.departed:
-            state.emit(
-                Notice(
-                    code="UNKNOWN_CLUSTER",
-                    message=f"readiness for unknown cluster {event.cluster}",
-                    cluster=event.cluster,
-                )
-            )
+            unknown_cluster(state, name=event.cluster, message=f"readiness for unknown cluster {event.cluster}")
         return
     observed = event.observed_at
     if observed is not None:

@@ -29,6 +29,8 @@ from rollout_planner.engine.model import (
     Offer,
     RolloutRec,
     Run,
+    UnknownClusters,
+    UnknownName,
     pair,
     profile_key,
     put,
@@ -109,6 +111,7 @@ def document(state: EngineState) -> dict[str, Any]:
             for (r, s, p), g in state.gates.items()
         ],
         "timers": [[t.at, t.kind, t.stage, t.track, t.ref] for t in state.timers],
+        "unknown": _unknown(state.unknown),
         "rollouts": [_rollout(r) for r in state.rollouts.values()],
         "clusters": _clusters(list(state.clusters.values()), profiles, table, by_content),
         "groups": [g.model_dump(mode="json", by_alias=True) for g in state.groups.values()],
@@ -118,6 +121,24 @@ def document(state: EngineState) -> dict[str, Any]:
         "profiles": table,
     }
     return doc
+
+
+def _unknown(unknown: UnknownClusters) -> dict[str, Any]:
+    return {
+        "said": [[name, said.at, said.held] for name, said in unknown.said.items()],
+        "overflow": unknown.overflow,
+        "summaryAt": unknown.summary_at,
+        "prunedAt": unknown.pruned_at,
+        "events": unknown.events,
+    }
+
+
+def _load_unknown(unknown: UnknownClusters, raw: dict[str, Any]) -> None:
+    unknown.said = {name: UnknownName(at, held) for name, at, held in raw["said"]}
+    unknown.overflow = raw["overflow"]
+    unknown.summary_at = raw["summaryAt"]
+    unknown.pruned_at = raw["prunedAt"]
+    unknown.events = raw["events"]
 
 
 def _rollout(r: RolloutRec) -> dict[str, Any]:
@@ -280,6 +301,8 @@ def _load(data: bytes) -> EngineState:
         (r, s, GatePosition(p)): GateRec(at, ok, by, said) for r, s, p, at, ok, by, said in doc.get("gates", [])
     }
     _load_timers(state, doc["timers"])
+    if "unknown" in doc:  # absent from a snapshot written before: nothing said yet
+        _load_unknown(state.unknown, doc["unknown"])
     for raw in doc["rollouts"]:
         state.rollouts[raw["id"]] = _load_rollout(raw)
     profiles = [_load_profile(state, raw) for raw in doc["profiles"]]

@@ -60,7 +60,6 @@ from rollout_planner.service.outbox import Outbox, OutboxMessage
 from rollout_planner.service.quarantine import Decide, describe, engine_version, search
 from rollout_planner.service.settings import PlannerSettings
 from rollout_planner.service.status_document import encode_status
-from rollout_planner.service.unknown_clusters import UnknownClusterNotices
 
 log = logging.getLogger("rollout.planner")
 
@@ -94,13 +93,12 @@ class Planner:
         self._settings = settings
         self._clock = clock
         self._initial_state = initial_state
-        self._engine_decide = decide
+        self._given_decide = decide
         # the record each event of the current batch came from, to dead-letter it (BUS-9)
         self._origin: dict[int, Record] = {}
         self.metrics = metrics or PlannerMetrics()
         self.dead_letters = DeadLetterMetrics(self.metrics.registry)
         self._intake = Intake(prefix=settings.topic_prefix, max_future_skew_s=settings.max_future_skew_s)
-        self._unknown = UnknownClusterNotices(interval_s=settings.unknown_notice_interval_s)
         self._consumer: Consumer | None = None
         self._stopping = asyncio.Event()
         self.ready = False
@@ -261,8 +259,9 @@ class Planner:
             events.append(WakeUp())
         events = in_decision_order(events)
         self.lease.check()  # a planner that lost its lease decides nothing more (BUS-8)
+        unknown_before = self.state.unknown.events
         commands, events = await self._decide_or_quarantine(events, now, outbox) if events else ([], events)
-        commands = self._thin_unknown(commands, now=now)
+        self._count_unknown(since=unknown_before)
         outbox.add_commands(commands)
         self._follow_timer(commands)
         self.checkpoint.batch = batch
@@ -361,13 +360,17 @@ class Planner:
         await self._replay_journal()
         return self._state
 
-    def _thin_unknown(self, commands: list[Command], *, now: float) -> list[Command]:
-        """Unknown clusters counted, and said once per name per period (not once per readiness event)."""
-        before = self._unknown.events
-        commands = self._unknown.filter(commands, now=now)
-        self.metrics.unknown_cluster_events.inc(self._unknown.events - before)
-        self.metrics.unknown_clusters.set(self._unknown.names)
-        return commands
+    def _engine_decide(self, state: EngineState, batch: EventBatch, now: float) -> tuple[EngineState, list[Command]]:
+        # the engine keeps what its unknown-cluster notices said (in the snapshot); how often it may
+        # say a name again is this planner's setting
+        state.unknown.interval_s = self._settings.unknown_notice_interval_s
+        return self._given_decide(state, batch, now)
+
+    def _count_unknown(self, *, since: int) -> None:
+        """Events about unknown clusters counted (the engine says each name once per period)."""
+        unknown = self.state.unknown
+        self.metrics.unknown_cluster_events.inc(max(0, unknown.events - since))  # a counter never goes down
+        self.metrics.unknown_clusters.set(len(unknown.said))
 
     def _follow_timer(self, commands: Sequence[Command]) -> None:
         # One timer: the latest WakeAt replaces any earlier one.
