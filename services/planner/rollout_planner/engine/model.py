@@ -238,6 +238,16 @@ class ClusterRec:
             and (self.running is NO_PAIR or (self.running[CP] is None and self.running[NODES] is None))
         )
 
+    def leave_run(self, track: int, run: Run | None) -> None:
+        """The cluster no longer counts towards `run`, the run that targeted it on the track (it
+        left the stage): its target and the retries spent on it go (SEQ-6a)."""
+        if run is not None:
+            run.remaining -= 1
+            run.overtaken = False  # it left the stage: no newer rollout took it (SOAK-4c)
+        self.target = put(self.target, track, None)
+        self.target_run = put(self.target_run, track, None)
+        self.retries = put_count(self.retries, track, 0)
+
 
 class PartitionRec:
     __slots__ = (

@@ -86,12 +86,7 @@ def _failed(state: EngineState, cluster: ClusterRec, track: int, error: str, run
     if moved:
         # SEQ-6a: recorded on the cluster; the run that handed it out counts it as done, and from
         # now on it follows its new membership
-        if run is not None:
-            run.remaining -= 1
-            run.overtaken = False  # it left the stage: no newer rollout took it (SOAK-4c)
-        cluster.target = put(cluster.target, track, None)
-        cluster.target_run = put(cluster.target_run, track, None)
-        cluster.retries = put_count(cluster.retries, track, 0)
+        cluster.leave_run(track, run)
     refresh(state, cluster)
     if run is None:
         return
