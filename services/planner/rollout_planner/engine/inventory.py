@@ -44,7 +44,7 @@ def build_fleet(state: EngineState, clusters: Iterable[Cluster]) -> None:
         state.clusters[spec.name] = state.record(spec)
     membership = assign_stages(state.sequence, list(state.clusters.values()), state.groups.values())
     for name, stages in membership.conflicts.items():
-        _conflict_notice(state, name, stages)
+        conflict_notice(state, name, stages)
     stage_of = membership.stage_of
     for stage in state.stages:
         index = stage.index
@@ -126,19 +126,24 @@ def apply_inventory(
     if name is None:
         state.emit(Notice(code="INVALID_INVENTORY", message="inventory change without a cluster name"))
         return
+    if event.action == "remove":
+        _remove(state, name, state.clusters.get(name), placement=placement)
+    elif event.cluster is None:
+        state.emit(Notice(code="INVALID_INVENTORY", cluster=name, message=f"upsert of {name} without its record"))
+    else:
+        _apply_upsert(state, event.cluster, placement=placement)
+
+
+def _apply_upsert(state: EngineState, spec: Cluster, *, placement: Placement) -> None:
+    """A cluster registered or changed: placed in the stage it now selects, and out of the one it left."""
+    name = spec.name
     old = state.clusters.get(name)
     old_stage = old.stage if old is not None else None
-    if event.action == "remove":
-        _remove(state, name, old, placement=placement)
-        return
-    if event.cluster is None:
-        state.emit(Notice(code="INVALID_INVENTORY", cluster=name, message=f"upsert of {name} without its record"))
-        return
-    record = _upsert(state, event.cluster, old if old is not None else _returning(state, name))
-    membership = assign_stages(state.sequence, [event.cluster], state.groups.values())
+    record = _upsert(state, spec, old if old is not None else _returning(state, name))
+    membership = assign_stages(state.sequence, [spec], state.groups.values())
     new_stage = membership.stage_of.get(name)
     if name in membership.conflicts:
-        _conflict_notice(state, name, membership.conflicts[name])
+        conflict_notice(state, name, membership.conflicts[name])
     # the stage it leaves first, so that stage lets go of it before the one it joins counts it
     if old_stage is not None and old_stage != new_stage:
         _let_go(state, state.stages[old_stage], record, placement=placement)
@@ -162,7 +167,8 @@ def _returning(state: EngineState, name: str) -> ClusterRec | None:
     return old
 
 
-def _conflict_notice(state: EngineState, name: str, stages: Iterable[str]) -> None:
+def conflict_notice(state: EngineState, name: str, stages: Iterable[str]) -> None:
+    """SEQ-2: a cluster that more than one stage selects joins none, and it is said."""
     state.emit(
         Notice(
             code="SEQ-2",
@@ -231,13 +237,8 @@ def _remove(state: EngineState, name: str, old: ClusterRec | None, *, placement:
 def _apply_group(state: EngineState, action: str, group: ClusterGroup) -> None:
     """A group defined, changed or removed: every cluster's stage is evaluated again (SEQ-6), and the
     partitions of every stage, since partitions may select by group too."""
-    if action == "remove":
-        if state.groups.pop(group.name, None) is None:
-            return
-    elif state.groups.get(group.name) == group:
-        return  # redelivered or unchanged: nothing moves
-    else:
-        state.groups[group.name] = group
+    if not _group_changed(state, action, group):
+        return
     before = {name: record.stage for name, record in state.clusters.items()}
     membership = assign_stages(state.sequence, list(state.clusters.values()), state.groups.values())
     # Stages first let go of the clusters that leave them, so the stage a cluster joins never counts
@@ -261,6 +262,16 @@ def _apply_group(state: EngineState, action: str, group: ClusterGroup) -> None:
                     f"(cluster group {group.name}: {action})",
                 )
             )
+
+
+def _group_changed(state: EngineState, action: str, group: ClusterGroup) -> bool:
+    """The group removed or stored; False when that changes nothing (redelivered, or unknown)."""
+    if action == "remove":
+        return state.groups.pop(group.name, None) is not None
+    if state.groups.get(group.name) == group:
+        return False
+    state.groups[group.name] = group
+    return True
 
 
 def _stage_name(state: EngineState, index: int | None) -> str | None:

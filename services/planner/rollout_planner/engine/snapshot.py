@@ -164,6 +164,47 @@ def _clusters(
     """Columns: names, then per cluster an index into the distinct profiles, version pairs and
     facts. The per-cluster passes run in C (attrgetter, map, dict): the columns of a million
     clusters take about a second where a JSON object per cluster took about a minute."""
+    _table_profiles(records, profiles, table, profiles_by_content)
+    version_pairs, versions = _version_columns(records)
+    facts = list(map(_facts_of, records))  # hashed by value: pairs of None, str, int, frozenset
+    fact_index = {key: i for i, key in enumerate(dict.fromkeys(facts))}
+    kept = [(i, _kept_targets(c)) for i, c in enumerate(records) if c.running is not NO_PAIR or c.failed is not NO_PAIR]
+    mismatched = [[i, [_v(v) for v in c.mismatch]] for i, c in enumerate(records) if c.mismatch is not NO_PAIR]
+    return {
+        "names": list(map(_name_of, records)),
+        "profile": list(map(profiles.__getitem__, map(id, map(_profile_of, records)))),
+        "versionPairs": version_pairs,
+        "versions": versions,
+        "factRows": [_facts(row) for row in fact_index],
+        "facts": list(map(fact_index.__getitem__, facts)),
+        "observedAt": list(map(_observed_of, records)),
+        "finishedAt": list(map(_finished_of, records)),
+        # a running or failed upgrade's target is a decision already made: kept, not recomputed
+        "keptTargets": [[i, targets] for i, targets in kept if targets != [None, None]],
+        # VERSION_MISMATCH: only the clusters that disagree, by index, and only when one does
+        **({"mismatch": mismatched} if mismatched else {}),
+    }
+
+
+def _version_columns(records: list[ClusterRec]) -> tuple[list[list[str]], list[int]]:
+    """The distinct version pairs, and per cluster the index of its pair."""
+    # version pairs are shared objects (model.pair): their identities stand for their values (a
+    # Version hashes in Python); every pass below runs in C (map, zip, dict)
+    pairs = list(map(id, map(_versions_of, records)))
+    pair_of = dict(zip(pairs, map(_versions_of, records), strict=True))
+    # equal pairs that are distinct objects (a copied state) are one entry: hashed by value once each
+    distinct: dict[tuple[Version, Version], int] = {}
+    pair_index = {key: distinct.setdefault(versions, len(distinct)) for key, versions in pair_of.items()}
+    return [[v.text for v in versions] for versions in distinct], list(map(pair_index.__getitem__, pairs))
+
+
+def _table_profiles(
+    records: list[ClusterRec],
+    profiles: dict[int, int],
+    table: list[dict[str, Any]],
+    profiles_by_content: dict[str, int],
+) -> None:
+    """Each distinct profile of `records` into the table once; `profiles`: its index by identity."""
     for profile in dict.fromkeys(map(_profile_of, records)):
         if id(profile) not in profiles:
             # by content: equal profiles that are distinct objects are one entry (the same bytes
@@ -174,31 +215,6 @@ def _clusters(
                 profiles_by_content[key] = len(table)
                 table.append(raw)
             profiles[id(profile)] = profiles_by_content[key]
-    # version pairs are shared objects (model.pair): their identities stand for their values (a
-    # Version hashes in Python); every pass below runs in C (map, zip, dict)
-    pairs = list(map(id, map(_versions_of, records)))
-    pair_of = dict(zip(pairs, map(_versions_of, records), strict=True))
-    # equal pairs that are distinct objects (a copied state) are one entry: hashed by value once each
-    distinct: dict[tuple[Version, Version], int] = {}
-    pair_index = {key: distinct.setdefault(versions, len(distinct)) for key, versions in pair_of.items()}
-    facts = list(map(_facts_of, records))  # hashed by value: pairs of None, str, int, frozenset
-    fact_index = {key: i for i, key in enumerate(dict.fromkeys(facts))}
-    kept = [(i, _kept_targets(c)) for i, c in enumerate(records) if c.running is not NO_PAIR or c.failed is not NO_PAIR]
-    mismatched = [[i, [_v(v) for v in c.mismatch]] for i, c in enumerate(records) if c.mismatch is not NO_PAIR]
-    return {
-        "names": list(map(_name_of, records)),
-        "profile": list(map(profiles.__getitem__, map(id, map(_profile_of, records)))),
-        "versionPairs": [[v.text for v in versions] for versions in distinct],
-        "versions": list(map(pair_index.__getitem__, pairs)),
-        "factRows": [_facts(row) for row in fact_index],
-        "facts": list(map(fact_index.__getitem__, facts)),
-        "observedAt": list(map(_observed_of, records)),
-        "finishedAt": list(map(_finished_of, records)),
-        # a running or failed upgrade's target is a decision already made: kept, not recomputed
-        "keptTargets": [[i, targets] for i, targets in kept if targets != [None, None]],
-        # VERSION_MISMATCH: only the clusters that disagree, by index, and only when one does
-        **({"mismatch": mismatched} if mismatched else {}),
-    }
 
 
 def _profile(p: ClusterProfile) -> dict[str, Any]:
@@ -305,11 +321,7 @@ def _load(data: bytes) -> EngineState:
         _load_unknown(state.unknown, doc["unknown"])
     for raw in doc["rollouts"]:
         state.rollouts[raw["id"]] = _load_rollout(raw)
-    profiles = [_load_profile(state, raw) for raw in doc["profiles"]]
-    state.clusters = _load_clusters(doc["clusters"], profiles)
-    state.groups = {g.name: g for g in (ClusterGroup.model_validate(raw) for raw in doc["groups"])}
-    state.departed = _load_clusters(doc["departed"], profiles)
-    state.left = _load_clusters(doc["left"], profiles)
+    _load_fleet(state, doc)
     for stage, raw in zip(state.stages, doc["stages"], strict=True):
         _load_stage(state, stage, raw)
     for stage in state.stages:
@@ -332,6 +344,15 @@ def _decoded(data: bytes) -> dict[str, Any]:
     except msgspec.DecodeError as exc:
         raise ValueError(f"the snapshot is not format {FORMAT_VERSION} (MessagePack): {exc}") from exc
     return doc
+
+
+def _load_fleet(state: EngineState, doc: dict[str, Any]) -> None:
+    """The clusters (members, departed mid-upgrade, left) with their shared profiles, and the groups."""
+    profiles = [_load_profile(state, raw) for raw in doc["profiles"]]
+    state.clusters = _load_clusters(doc["clusters"], profiles)
+    state.groups = {g.name: g for g in (ClusterGroup.model_validate(raw) for raw in doc["groups"])}
+    state.departed = _load_clusters(doc["departed"], profiles)
+    state.left = _load_clusters(doc["left"], profiles)
 
 
 def _load_timers(state: EngineState, timers: list[list[Any]]) -> None:
@@ -441,7 +462,12 @@ def _load_clusters(raw: dict[str, Any], profiles: list[ClusterProfile]) -> dict[
             record.retries,
         ) = rows[facts]
         out[name] = record
-    records = list(out.values())
+    _load_kept(list(out.values()), raw)
+    return out
+
+
+def _load_kept(records: list[ClusterRec], raw: dict[str, Any]) -> None:
+    """The targets of upgrades running or failed, and the versions of clusters that disagree (by index)."""
     for index, kept in raw["keptTargets"]:
         record = records[index]
         for track, target in enumerate(kept):
@@ -450,7 +476,6 @@ def _load_clusters(raw: dict[str, Any], profiles: list[ClusterProfile]) -> dict[
                 record.target_run = put(record.target_run, track, target[1])
     for index, reported in raw.get("mismatch", []):
         records[index].mismatch = pair(_pv(reported[0]), _pv(reported[1]))
-    return out
 
 
 def _load_stage(state: EngineState, stage: Any, raw: dict[str, Any]) -> None:
