@@ -14,6 +14,7 @@ from rich.table import Table
 from rollout_cli import help_text, tables
 from rollout_cli.dashboard import spinner
 from rollout_cli.exit_codes import ExitCode
+from rollout_common.duration import format_duration
 from rollout_planner.simulation.preview import preview
 from rollout_planner.simulation.runner import SimulationError, simulate
 from rollout_planner.simulation.scenario import ScenarioError, load_scenario
@@ -120,14 +121,15 @@ def run_plan(args: argparse.Namespace) -> int:
 def _print_plan(result: dict[str, Any], *, show_clusters: bool) -> None:
     console = Console()
     stages = Table(title=f"plan: {result['name']}")
-    for column in ("stage", "clusters", "partitions (size / maxUnavailable)", "controlPlane", "nodes"):
+    for column in ("stage", "clusters", "partitions (size / maxUnavailable)", "gates", "controlPlane", "nodes"):
         stages.add_column(column)
     for stage in result["stages"]:
         parts = ", ".join(f"{p['name']} ({len(p['clusters'])}/{p['maxUnavailable']})" for p in stage["partitions"])
         if stage["noPartition"]:
             parts += f"; {len(stage['noPartition'])} in no partition"
-        cells = [_window(stage["timeline"][t]) for t in ("controlPlane", "nodes")]
-        stages.add_row(stage["name"], str(stage["clusters"]), parts or "-", *cells)
+        budget = "minUpgradeInterval" in stage.get("gates", {})
+        cells = [_window(stage["timeline"][t], budget=budget) for t in ("controlPlane", "nodes")]
+        stages.add_row(stage["name"], str(stage["clusters"]), parts or "-", _gates(stage.get("gates", {})), *cells)
     tables.show(console, stages)
     batches = Table(title="batch order (ideal run: no failures, no outages)")
     for column in ("at", "stage", "track", "partition", "version", "clusters"):
@@ -146,13 +148,34 @@ def _print_plan(result: dict[str, Any], *, show_clusters: bool) -> None:
         console.print(f"[yellow]warning:[/yellow] {warning}")
 
 
-def _window(timeline: dict[str, Any]) -> str:
+def _gates(gates: dict[str, Any]) -> str:
+    """CHK-1..4 in a few words: which approvals, when the stage may start, the budget, the checks."""
+    out = []
+    approval = gates.get("approval")
+    if approval:
+        out.append("approval " + " and ".join(p for p in ("before", "after") if approval[p]))
+    window = gates.get("startWindow")
+    if window:
+        out.append(f"starts in {format_duration(window['duration'])} from {window['start']} ({window['recurrence']})")
+    budget = gates.get("minUpgradeInterval")
+    if budget:
+        patch, minor = format_duration(budget["patch"]), format_duration(budget["minor"])
+        out.append(f"upgrades at least patch {patch} / minor {minor} apart")
+    for check in gates.get("checks", []):
+        out.append(f"check {check['name']}: {check['successCondition']}")
+    return "; ".join(out) or "-"
+
+
+def _window(timeline: dict[str, Any], *, budget: bool) -> str:
     if timeline["stuck"]:
         return f"STUCK: {timeline['stuck']}"
     start, finish = timeline["earliestStart"], timeline["earliestFinish"]
     if start is None:
         return "does not start"
-    return f"{start} -> {finish or 'not within the scenario'}"
+    # CHK-4: a budget can hold every cluster of a started stage; say when the first one goes
+    first = timeline.get("firstUpgrade")
+    held = f" (first upgrade {first})" if budget and first is not None and first != start else ""
+    return f"{start}{held} -> {finish or 'not within the scenario'}"
 
 
 def _print_eligibility(console: Console, eligibility: dict[str, Any], *, show_all: bool) -> None:

@@ -105,6 +105,7 @@ def test_plan_gate_4_warns_and_shows_stage_times(capsys: pytest.CaptureFixture[s
     # SOAK-3: 14 days of soak after a 10-minute upgrade
     assert testing == {
         "earliestStart": "2026-01-01T00:00:00+00:00",
+        "firstUpgrade": "2026-01-01T00:00:00+00:00",
         "earliestFinish": "2026-01-15T00:10:00+00:00",
         "stuck": None,
     }

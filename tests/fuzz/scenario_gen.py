@@ -15,8 +15,12 @@ has likely completed, or leaving every stage; a sequence change that appends a s
 nothing, changes a soak or puts a cluster in two stages; a failed first-stage upgrade followed by
 a newer release; a cancel before later stages are reached. Two fleet shapes go with them: clusters
 that no stage selects until a stage is appended, and a first stage that starts empty. An inventory
-change that puts a cluster in two stages is no shape of its own: the shared checker counts such a
-cluster in the first of them, where SEQ-2 leaves it in neither, so it would judge a right engine.
+change that puts a cluster in two stages is left out of every script (`single_stage`): the shared
+checker counts such a cluster in the first of them, where SEQ-2 leaves it in neither, so it would
+judge a right engine.
+
+Stage gates (CHK: approvals with approve commands, start windows, disruption budgets) are drawn over
+the scenario by `gate_draws`, from a generator of their own.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ import copy
 import random
 from collections.abc import Callable
 from typing import Any
+
+from gate_draws import draw_gates
+from single_stage import drop_two_stage_upserts
 
 Doc = dict[str, Any]
 Rng = random.Random
@@ -445,6 +452,7 @@ def generate(seed: int, *, kinds: dict[str, float] = EVENT_KINDS) -> Doc:
         if entry is not None:
             at = entry.pop("at") if "at" in entry else moment(rng, until)
             events.append({"at": at, **entry})
+    draw_gates(seed, sequence=first, clusters=clusters, events=events, until=until)
     releases_at = {e["at"] for e in events if "releaseTarget" in e or "startRollout" in e}
     for entry in events:
         # A command at the very instant of a release: whether it applies to that release's rollout
@@ -452,6 +460,7 @@ def generate(seed: int, *, kinds: dict[str, float] = EVENT_KINDS) -> Doc:
         if "command" in entry and entry["at"] in releases_at:
             entry["at"] += 1
     events.sort(key=lambda e: e["at"])  # stable: same-time entries keep their drawn order
+    events = drop_two_stage_upserts(clusters, first, events)
     for entry in events:
         entry["at"] = duration(entry["at"])
     names = [c["name"] for c in clusters]

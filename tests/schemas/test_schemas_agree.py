@@ -74,9 +74,11 @@ VALID: dict[str, dict[str, Any]] = {
         "sequence": {
             "name": "main",
             "prometheusUrl": "http://prometheus.monitoring:9090",
+            "minUpgradeInterval": {"patch": "24h", "minor": "30d"},
             "stages": [
                 {
                     **STAGE,
+                    "minUpgradeInterval": {"patch": "1h", "minor": 604800},
                     "checks": [CHECK],
                     "soakOverrides": {V: 60},
                     "rolloutStrategy": {
@@ -134,6 +136,7 @@ VALID: dict[str, dict[str, Any]] = {
             "labels": {"env": "prod"},
             "version": V,
             "nodePools": [{"name": "p", "version": "1.31.2"}],
+            "lastUpgrade": {"controlPlane": "2025-12-20T00:00:00Z", "nodes": "2025-12-21T00:00:00Z"},
         },
     },
     "stage_transition": {
@@ -245,6 +248,27 @@ MUTATIONS: list[Mutation] = [
         ["http://prometheus:9090", "https://p.example/prom/", None],
         ["prometheus:9090", "ftp://p", "http://", "http://p:9090/?q=1", " http://p", "http://p\n", "http://u:pw@p"],
     ),
+    # CHK-4: an inventory's last upgrades are RFC 3339 times with their zone; a budget from 0s to 365d
+    (
+        "cluster.lastUpgrade.controlPlane",
+        ["2025-12-20T00:00:00Z", "2025-12-20T00:00:00.5+02:00", None],
+        [
+            "yesterday",
+            1_700_000_000,
+            "2025-12-20",
+            "2025-12-20T00:00:00",
+            "2025-12-20 00:00:00Z",
+            "2025-12-20T00:00:00Z\n",
+        ],
+    ),
+    (
+        "cluster.lastUpgrade",
+        [None, {}, {"nodes": "2025-12-21T00:00:00Z"}],
+        [{"controlplane": "2025-12-20T00:00:00Z"}, "x"],
+    ),
+    ("sequence.minUpgradeInterval.patch", [0, 86_400, "24h", "30d", None], [-1, "24", "a day", 365 * 86_400 + 1, True]),
+    (f"{S0}.minUpgradeInterval.minor", [0, "30d", 365 * 86_400, None], [-1, "30 d", 365 * 86_400 + 1, [1]]),
+    ("sequence.minUpgradeInterval", [None, {}], [{"major": "1d"}, "24h"]),
     ("ready", [True, False], ["yes", None]),
     # a time within year 9999, finite (BUS-7: one far ahead made later observations older)
     ("observedAt", [0, 1.5, 253_402_300_799], ["now", 1e38, 253_402_300_800, -1]),

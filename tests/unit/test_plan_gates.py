@@ -19,6 +19,7 @@ def test_chk_3_plan_shows_the_start_window_and_the_earliest_start_inside_it() ->
     }
     assert prod["timeline"]["controlPlane"] == {
         "earliestStart": "2026-01-06T09:00:00+00:00",
+        "firstUpgrade": "2026-01-06T09:00:00+00:00",
         "earliestFinish": "2026-01-07T09:10:00+00:00",
         "stuck": None,
     }
@@ -30,6 +31,7 @@ def test_chk_1_plan_shows_the_approval_gates_and_the_times_the_scripted_approval
     assert prod["gates"] == {"approval": {"before": True, "after": True}}
     assert prod["timeline"]["nodes"] == {
         "earliestStart": "2026-01-07T00:00:00+00:00",
+        "firstUpgrade": "2026-01-07T00:10:00+00:00",
         "earliestFinish": "2026-01-09T00:00:00+00:00",
         "stuck": None,
     }
@@ -41,7 +43,34 @@ def test_chk_1_plan_says_which_gate_holds_a_stage_the_scenario_never_approves() 
     prod = preview(unapproved)["stages"][1]
     assert prod["timeline"]["controlPlane"] == {
         "earliestStart": "2026-01-07T00:00:00+00:00",
+        "firstUpgrade": "2026-01-07T00:00:00+00:00",
         "earliestFinish": None,
         "stuck": "soak ended; the version is qualified downstream once approved: the after approval of stage prod, "
         "waiting since 2026-01-08T00:10:00+00:00 (CHK-1)",
     }
+
+
+def test_chk_4_plan_shows_the_budget_in_force_and_when_the_first_upgrade_goes_out() -> None:
+    """The stage's patch 1h over the sequence's patch 24h / minor 30d; prod keeps the sequence's. Each
+    stage starts when the version reaches it; its first upgrade waits for the budget of its clusters."""
+    plan = preview(load_scenario(SCENARIOS / "chk4-stage-interval-overrides-the-sequence.yaml"))
+    canary, prod = plan["stages"]
+    assert canary["gates"] == {"minUpgradeInterval": {"patch": 3600.0, "minor": 2_592_000.0}}
+    assert prod["gates"] == {"minUpgradeInterval": {"patch": 86_400.0, "minor": 2_592_000.0}}
+    assert canary["timeline"]["controlPlane"] == {
+        "earliestStart": "2026-01-05T00:00:00+00:00",
+        "firstUpgrade": "2026-01-05T00:30:00+00:00",
+        "earliestFinish": "2026-01-05T13:10:00+00:00",
+        "stuck": None,
+    }
+    assert prod["timeline"]["controlPlane"] == {
+        "earliestStart": "2026-01-05T13:10:00+00:00",
+        "firstUpgrade": "2026-01-05T18:00:00+00:00",
+        "earliestFinish": "2026-01-05T19:10:00+00:00",
+        "stuck": None,
+    }
+
+
+def test_chk_4_a_sequence_without_a_budget_shows_no_budget_gate() -> None:
+    plan = preview(load_scenario(SCENARIOS / "chk3-weekly-start-window.yaml"))
+    assert all("minUpgradeInterval" not in stage.get("gates", {}) for stage in plan["stages"])

@@ -20,7 +20,7 @@ from pydantic import (
 
 from rollout_common.checks import Check
 from rollout_common.duration import DAY, DURATION_PATTERN, parse_duration
-from rollout_common.gates import Approval
+from rollout_common.gates import Approval, MinUpgradeInterval
 from rollout_common.quantity import (
     POSITIVE_COUNT_OR_PERCENT_SCHEMA,
     CountOrPercent,
@@ -196,6 +196,10 @@ class Stage(BaseModel):
     start_window: MaintenanceWindow | None = Field(
         default=None, alias="startWindow", exclude_if=lambda window: window is None
     )
+    # CHK-4: overrides the sequence's field by field; None: the sequence's (left out of a dump)
+    min_upgrade_interval: MinUpgradeInterval | None = Field(
+        default=None, alias="minUpgradeInterval", exclude_if=lambda interval: interval is None
+    )
 
     @field_validator("checks", mode="wrap")
     @classmethod
@@ -258,6 +262,12 @@ class Stage(BaseModel):
     def soak_for(self, version: str) -> float:
         return self.soak_overrides.get(version, self.soak)
 
+    def upgrade_interval(self, sequence: MinUpgradeInterval | None) -> MinUpgradeInterval | None:
+        """CHK-4: the disruption budget in force at this stage, given the sequence's."""
+        if self.min_upgrade_interval is None:
+            return sequence
+        return self.min_upgrade_interval.over(sequence)
+
 
 class Sequence(BaseModel):
     """An ordered, linear list of stages in one channel (SEQ-1..4)."""
@@ -275,6 +285,10 @@ class Sequence(BaseModel):
         alias="prometheusUrl",
         json_schema_extra={"pattern": PROMETHEUS_URL_PATTERN},
         exclude_if=lambda url: url is None,
+    )
+    # CHK-4: the disruption budget of every stage that sets none of its own; None: no minimum
+    min_upgrade_interval: MinUpgradeInterval | None = Field(
+        default=None, alias="minUpgradeInterval", exclude_if=lambda interval: interval is None
     )
 
     @field_validator("prometheus_url")

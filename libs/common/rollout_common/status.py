@@ -29,6 +29,7 @@ class PauseType(str, Enum):
     MAINTENANCE_POLICY = "MAINTENANCE_POLICY"
     DEPRECATED_API = "DEPRECATED_API"
     USER = "USER"
+    DISRUPTION_BUDGET = "DISRUPTION_BUDGET"  # CHK-4: its last upgrade of the track is too recent
 
 
 class IneligibleType(str, Enum):
@@ -97,3 +98,4 @@ class WaitRule(str, Enum):
     SOAK_5_EMPTY_FIRST_STAGE = "SOAK-5"
     CHK_1_APPROVAL = "CHK-1"
     CHK_3_START_WINDOW = "CHK-3"
+    CHK_4_DISRUPTION_BUDGET = "CHK-4"

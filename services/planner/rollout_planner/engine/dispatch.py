@@ -9,10 +9,12 @@ from rollout_common.quantity import resolve
 from rollout_common.status import TRACKS, StageState, WaitRule
 from rollout_common.version import Version
 from rollout_planner.engine.availability import blocked, next_block, next_start
+from rollout_planner.engine.gates.budgets import budget_wait, hold_for_budget
 from rollout_planner.engine.lifecycle import finish_if_done, revisit_stuck
 from rollout_planner.engine.model import (
     CP,
     MAX_UPGRADE_TIME,
+    NO_PAIR,
     NODES,
     ClusterRec,
     EngineState,
@@ -33,10 +35,13 @@ def dispatch_stage(state: EngineState, stage: StageRec) -> None:
         revisit_stuck(state, stage, track)
         waits: list[WaitTuple] = []
         state.window_blocked = []
+        state.budget_blocked = []
         if any(r.dispatchable or r.state is StageState.PAUSED for r in stage.runs[track].values()):
             _dispatch_track(state, stage, track, waits)
         if state.window_blocked:
             waits.append(_window_wait(state.window_blocked))
+        if state.budget_blocked:
+            waits.append(budget_wait(state.budget_blocked))
         finish_if_done(state, stage, track)
         waits += _completion_waits(state, stage, track)
         _record_waits(state, stage, track, waits)
@@ -247,6 +252,9 @@ def _take(
 def _can_start(state: EngineState, cluster: ClusterRec, track: int, version: Version) -> bool:
     if cluster.busy or cluster.profile.deprecated_api_usage or (track == NODES and cluster.versions[CP] < version):
         set_queued(state, cluster, track, False)  # queued again when what holds it changes
+        return False
+    if cluster.upgraded_at is not NO_PAIR and hold_for_budget(state, cluster, track, version):
+        set_queued(state, cluster, track, False)  # CHK-4: as WIN-3, queued again by its timer
         return False
     if cluster.profile.maintenance_window is None and not cluster.profile.exclusions:
         return True

@@ -10,6 +10,7 @@ from rollout_common.events import InventoryChange
 from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_common.status import TRACKS
 from rollout_common.version import Version
+from rollout_planner.engine.gates.budgets import record_inventory
 from rollout_planner.engine.lifecycle import revisit_stuck
 from rollout_planner.engine.membership import drop_targets, join_stage, leave_stage, refresh_member, stays_in_place
 from rollout_planner.engine.model import (
@@ -289,6 +290,7 @@ def _upsert(state: EngineState, spec: Cluster, old: ClusterRec | None) -> Cluste
         state.clusters[spec.name] = record
         return record
     old.profile = state.profile(spec)
+    record_inventory(old, spec.last_upgrade)  # CHK-4: the later of what it says and what we know
     for track, reported in ((CP, spec.control_plane), (NODES, spec.nodes)):
         known = old.versions[track]
         if reported == known:

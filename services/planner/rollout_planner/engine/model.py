@@ -128,6 +128,7 @@ _PAIR_FIELDS = frozenset(
         "running_cmd",
         "target",
         "target_run",
+        "upgraded_at",
         "versions",
         "waiting_until",
     )
@@ -159,6 +160,7 @@ class ClusterRec:
         "stage",
         "target",
         "target_run",
+        "upgraded_at",
         "versions",
         "waiting_until",
     )
@@ -192,6 +194,8 @@ class ClusterRec:
         # per track: the version the cluster reports running when it is not the one its succeeded
         # upgrade went to (VERSION_MISMATCH); the shared empty pair while none disagrees
         self.mismatch: tuple[Version | None, Version | None] = NO_PAIR
+        # CHK-4, per track: when its last upgrade finished (the inventory's or ours, the later one)
+        self.upgraded_at: tuple[float | None, float | None] = NO_PAIR
 
     # A copy (pickle: the planner's trial decisions) would hold copies of the shared pairs, which
     # identity checks (`is NO_PAIR`) would take for other values: a copy shares them again.
@@ -537,6 +541,8 @@ class EngineState:
         self.requested_wake: float | None = None
         # clusters the current dispatch pass found outside their window: (opens at, name), for WIN-4
         self.window_blocked: list[tuple[float, str]] = []
+        # clusters the current dispatch pass found held by their disruption budget: (ends at, name), CHK-4
+        self.budget_blocked: list[tuple[float, str]] = []
 
     def profile(self, spec: Cluster) -> ClusterProfile:
         last = self._last_profile
@@ -563,7 +569,10 @@ class EngineState:
         reported = (spec.version, spec.node_version, spec.node_pools)
         if reported != self._last_versions[0]:
             self._last_versions = (reported, pair(spec.control_plane, spec.nodes))
-        return ClusterRec(spec.name, self.profile(spec), self._last_versions[1])
+        record = ClusterRec(spec.name, self.profile(spec), self._last_versions[1])
+        if spec.last_upgrade is not None:  # CHK-4
+            record.upgraded_at = pair(*spec.last_upgrade.epochs())
+        return record
 
     def add_run_timer(self, at: float, kind: str, *, stage: int, track: int, rollout_id: str) -> None:
         heapq.heappush(self.timers, Timer(at, (stage, track), kind, track, rollout_id, stage))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rollout_common.commands import Wait
 from rollout_common.status import WaitRule
 from rollout_common.window import from_epoch
+from rollout_planner.engine.gates.budgets import budget_message, held_by_budget
 from rollout_planner.engine.model import EngineState, StageRec
 
 _NAMES_SHOWN = 20
@@ -17,11 +18,11 @@ def describe_waits(state: EngineState, stage: StageRec, track: int, *, with_clus
         if with_clusters and rule == WaitRule.GATE_1_MAX_UNAVAILABLE.value and partition is not None:
             clusters = _unavailable_in(state, stage, partition)
         until: float | None = None
-        if rule == WaitRule.WIN_MAINTENANCE.value:
+        if rule in (WaitRule.WIN_MAINTENANCE.value, WaitRule.CHK_4_DISRUPTION_BUDGET.value):
             names = numbers.get("clusters", [])
             clusters = tuple(str(n) for n in names) if isinstance(names, list) else ()
-            opens = numbers.get("nextOpen")
-            until = float(opens) if isinstance(opens, (int, float)) else None
+            opens = numbers.get("nextOpen", numbers.get("until"))
+            until = float(opens) if isinstance(opens, (int, float)) and opens != float("inf") else None
         waits.append(
             Wait(
                 rule=rule,
@@ -82,6 +83,8 @@ def _message(rule: str, partition: str | None, numbers: dict[str, object]) -> st
             f"{numbers['remaining']} cluster(s) still to upgrade cannot start now (failed, deprecated API, "
             f"or waiting for a window or their control plane); the stage soaks anyway at {when} (SOAK-4)"
         )
+    if rule == WaitRule.CHK_4_DISRUPTION_BUDGET.value:
+        return budget_message(numbers)
     if rule == WaitRule.OPS_1_PAUSED.value:
         return f"rollout paused ({numbers.get('reason')}); no new batches (OPS-1)"
     return rule
@@ -91,8 +94,11 @@ def window_waits(state: EngineState, stage: StageRec, track: int) -> list[Wait]:
     """WIN-4: per waiting cluster, when its next window opens (scans the stage: status calls only)."""
     waiting = []
     for name in stage.members:
-        until = state.clusters[name].waiting_until[track]
+        cluster = state.clusters[name]
+        until, target = cluster.waiting_until[track], cluster.target[track]
         if until is not None and until > state.now:
+            if target is not None and held_by_budget(state, cluster, track, target):
+                continue  # CHK-4 says when its budget ends
             waiting.append((until, name))
     if not waiting:
         return []

@@ -9,6 +9,7 @@ from rollout_common.status import TRACKS, NotReadyType, StageReason, StageState
 from rollout_common.status_words import version_mismatch_text
 from rollout_common.version import Version, parse_version
 from rollout_planner.engine.errors import EngineInvariantError
+from rollout_planner.engine.gates.budgets import record_upgrade
 from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, Run, put, put_count
 from rollout_planner.engine.runs import transition
 from rollout_planner.engine.tally import located, refresh
@@ -32,6 +33,7 @@ def apply_result(state: EngineState, event: UpgradeResult) -> None:
     if event.outcome == "succeeded":
         if event.finished_at is not None:
             cluster.finished_at = event.finished_at
+        record_upgrade(cluster, track, event.finished_at if event.finished_at is not None else state.now)
         _succeeded(state, cluster, track, version, run)
     else:
         _failed(state, cluster, track, event.error or "upgrade failed", run, moved=cluster.stage != origin)

@@ -170,6 +170,7 @@ def _clusters(
     fact_index = {key: i for i, key in enumerate(dict.fromkeys(facts))}
     kept = [(i, _kept_targets(c)) for i, c in enumerate(records) if c.running is not NO_PAIR or c.failed is not NO_PAIR]
     mismatched = [[i, [_v(v) for v in c.mismatch]] for i, c in enumerate(records) if c.mismatch is not NO_PAIR]
+    upgraded = [[i, list(c.upgraded_at)] for i, c in enumerate(records) if c.upgraded_at is not NO_PAIR]
     return {
         "names": list(map(_name_of, records)),
         "profile": list(map(profiles.__getitem__, map(id, map(_profile_of, records)))),
@@ -183,6 +184,8 @@ def _clusters(
         "keptTargets": [[i, targets] for i, targets in kept if targets != [None, None]],
         # VERSION_MISMATCH: only the clusters that disagree, by index, and only when one does
         **({"mismatch": mismatched} if mismatched else {}),
+        # CHK-4: when each track's last upgrade finished, for the clusters where one is known
+        **({"upgradedAt": upgraded} if upgraded else {}),
     }
 
 
@@ -467,7 +470,8 @@ def _load_clusters(raw: dict[str, Any], profiles: list[ClusterProfile]) -> dict[
 
 
 def _load_kept(records: list[ClusterRec], raw: dict[str, Any]) -> None:
-    """The targets of upgrades running or failed, and the versions of clusters that disagree (by index)."""
+    """By index: the targets of upgrades running or failed, the versions of clusters that disagree, and
+    when each track was last upgraded."""
     for index, kept in raw["keptTargets"]:
         record = records[index]
         for track, target in enumerate(kept):
@@ -476,6 +480,8 @@ def _load_kept(records: list[ClusterRec], raw: dict[str, Any]) -> None:
                 record.target_run = put(record.target_run, track, target[1])
     for index, reported in raw.get("mismatch", []):
         records[index].mismatch = pair(_pv(reported[0]), _pv(reported[1]))
+    for index, at in raw.get("upgradedAt", []):
+        records[index].upgraded_at = pair(at[0], at[1])
 
 
 def _load_stage(state: EngineState, stage: Any, raw: dict[str, Any]) -> None:

@@ -5,10 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from rollout_common.quantity import resolve
-from rollout_common.status import TRACKS, ClusterStatus, IneligibleType, PauseType, StageReason, StageState
+from rollout_common.status import (
+    TRACKS,
+    ClusterStatus,
+    IneligibleType,
+    PauseType,
+    StageReason,
+    StageState,
+    WaitRule,
+)
 from rollout_common.status_words import version_mismatch_reason
 from rollout_planner.engine.eligibility import offered_versions
 from rollout_planner.engine.gates.approvals import approval_waits, gate_views
+from rollout_planner.engine.gates.budgets import budget_waits, held_by_budget
+from rollout_planner.engine.gates.start_windows import start_window_waits
 from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState, StageRec, hands_out
 from rollout_planner.engine.reasons import describe_waits, window_waits
 
@@ -66,6 +76,8 @@ def _targeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track: i
         return ClusterStatus.PAUSED, PauseType.DEPRECATED_API.value
     until = cluster.waiting_until[track]
     if until is not None and until > state.now:
+        if target is not None and held_by_budget(state, cluster, track, target):
+            return ClusterStatus.PAUSED, PauseType.DISRUPTION_BUDGET.value
         return ClusterStatus.PAUSED, PauseType.MAINTENANCE_POLICY.value
     if run is not None and run.state is StageState.PAUSED:
         return ClusterStatus.PAUSED, PauseType.USER.value if run.reason == "USER" else run.reason
@@ -137,7 +149,11 @@ def stage_view(state: EngineState, stage: StageRec, *, with_clusters: bool = Tru
         )
         waits = describe_waits(state, stage, track, with_clusters=with_clusters)
         waits += window_waits(state, stage, track)
+        # CHK-4: every cluster its budget holds now, not only those the last dispatch pass met
+        waits = [w for w in waits if w.rule != WaitRule.CHK_4_DISRUPTION_BUDGET.value]
+        waits += budget_waits(state, stage, track)
         waits += approval_waits(state, stage, track)
+        waits += start_window_waits(state, stage, track)
         tracks[TRACKS[track].value] = {
             "state": stage_track_state(stage, track),
             "rollout": None if run is None else run.rollout_id,

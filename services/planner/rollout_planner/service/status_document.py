@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 
 from rollout_common.status import TRACKS
 from rollout_common.version import Version
+from rollout_planner.engine.gates.budgets import budget_end
+from rollout_planner.engine.gates.start_windows import held_by_window
 from rollout_planner.engine.model import NO_PAIR, TRACK_INDEXES, ClusterRec, EngineState, RolloutRec, Timer
 from rollout_planner.engine.views import stage_view
 
@@ -91,12 +93,17 @@ def next_wake_up(state: EngineState) -> dict[str, Any] | None:
         return None
     timer = min(live)
     if timer.kind == "cluster":
-        why = f"the maintenance window of {timer.ref} ({TRACKS[timer.track].value}) opens"
+        cluster = state.clusters[timer.ref]
+        what = "disruption budget" if _budget_end(state, cluster, timer.track) is not None else "maintenance window"
+        verb = "ends (CHK-4)" if what == "disruption budget" else "opens"
+        why = f"the {what} of {timer.ref} ({TRACKS[timer.track].value}) {verb}"
     else:
         rollout_id = timer.ref
         where = f"{state.stages[timer.stage].spec.name}/{TRACKS[timer.track].value}"
         if timer.kind == "soak":
             why = f"the soak of {where} ends (rollout {rollout_id})"
+        elif timer.kind == "window":
+            why = f"the start window of {where} opens (CHK-3, rollout {rollout_id})"
         else:
             why = f"{where} reaches its 30-day maximum upgrade time and soaks anyway (SOAK-4, rollout {rollout_id})"
     return {"at": timer.at, "kind": timer.kind, "why": why}
@@ -111,6 +118,8 @@ def _live(state: EngineState, timer: Timer) -> bool:
         return False
     if timer.kind == "soak":
         return run.soaking and run.soak_end == timer.at
+    if timer.kind == "window":
+        return held_by_window(run)
     return timer.kind == "deadline" and run.active
 
 
@@ -118,6 +127,7 @@ def attention(state: EngineState) -> dict[str, Any]:
     """Clusters a person must look at: failed upgrades and paused clusters, each list capped."""
     failed: list[dict[str, Any]] = []
     windows: list[tuple[float, str, int]] = []
+    budgets: list[tuple[float, str, int]] = []
     deprecated: list[str] = []
     mismatched: list[dict[str, Any]] = []
     failed_total = deprecated_total = mismatched_total = 0
@@ -125,11 +135,15 @@ def attention(state: EngineState) -> dict[str, Any]:
         mismatched_total += _track_rows(mismatched, cluster, values=cluster.mismatch, details=_mismatch_details)
         failed_total += _track_rows(failed, cluster, values=cluster.failed, details=_failure_details)
         if cluster.waiting_until is not NO_PAIR:
-            windows += [
-                (until, cluster.name, track)
-                for track in TRACK_INDEXES
-                if (until := cluster.waiting_until[track]) is not None and until > state.now
-            ]
+            for track in TRACK_INDEXES:
+                until = cluster.waiting_until[track]
+                if until is None or until <= state.now:
+                    continue
+                ends = _budget_end(state, cluster, track)
+                if ends is not None:  # CHK-4: held by its budget, whatever its window does after
+                    budgets.append((ends, cluster.name, track))
+                else:
+                    windows.append((until, cluster.name, track))
         if cluster.profile.deprecated_api_usage and any(v is not None for v in cluster.target):
             deprecated_total += 1
             if len(deprecated) < NAMES_CAP:
@@ -143,12 +157,27 @@ def attention(state: EngineState) -> dict[str, Any]:
             for until, name, track in heapq.nsmallest(NAMES_CAP, windows)
         ],
         "pausedWindowTotal": len(windows),
+        # CHK-4: the budgets that end first are the ones worth naming
+        "pausedBudget": [
+            {"cluster": name, "track": TRACKS[track].value, "until": until}
+            for until, name, track in heapq.nsmallest(NAMES_CAP, budgets)
+        ],
+        "pausedBudgetTotal": len(budgets),
         "pausedDeprecated": deprecated,
         "pausedDeprecatedTotal": deprecated_total,
         # upgraded, but the cluster reports another version: not counted done (VERSION_MISMATCH)
         "versionMismatch": mismatched,
         "versionMismatchTotal": mismatched_total,
     }
+
+
+def _budget_end(state: EngineState, cluster: ClusterRec, track: int) -> float | None:
+    """When the disruption budget holding the track's upgrade ends; None when none holds it now."""
+    target = cluster.target[track]
+    if target is None or cluster.upgraded_at is NO_PAIR:
+        return None
+    ends = budget_end(state, cluster, track, target)
+    return ends if ends is not None and ends > state.now else None
 
 
 def _track_rows(

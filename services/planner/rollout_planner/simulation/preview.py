@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rollout_common.events import EventBatch
+from rollout_common.gates import MinUpgradeInterval
 from rollout_common.sequence import Stage
 from rollout_common.window import from_epoch, to_epoch
 from rollout_planner.engine import decide, new_state
@@ -32,7 +33,7 @@ def preview(scenario: Scenario) -> dict[str, Any]:
     for plan in plans:
         stages.append(
             {
-                **_gates(specs[plan.name]),
+                **_gates(specs[plan.name], scenario.sequence.min_upgrade_interval),
                 "name": plan.name,
                 "clusters": len(plan.members) + len(plan.no_partition),
                 "partitions": [
@@ -40,7 +41,7 @@ def preview(scenario: Scenario) -> dict[str, Any]:
                     for p in plan.partitions
                 ],
                 "noPartition": plan.no_partition,
-                "timeline": _timeline(report.transitions, plan.name, origin),
+                "timeline": _timeline(report.transitions, report.batches, plan.name, origin),
             }
         )
     return {
@@ -52,13 +53,23 @@ def preview(scenario: Scenario) -> dict[str, Any]:
     }
 
 
-def _gates(stage: Stage) -> dict[str, Any]:
-    """CHK-1, CHK-3: a stage's gates, shown only where set (the timeline shows what they cost)."""
+def _gates(stage: Stage, budget: MinUpgradeInterval | None) -> dict[str, Any]:
+    """CHK-1..4: a stage's gates, shown only where set (the timeline shows what they cost): its
+    approvals, start window, the disruption budget in force there (the sequence's, the stage's
+    fields over it) and its metric checks."""
     gates: dict[str, Any] = {}
     if stage.approval.any:
         gates["approval"] = stage.approval.model_dump()
     if stage.start_window is not None:
         gates["startWindow"] = stage.start_window.model_dump(mode="json")
+    interval = stage.upgrade_interval(budget)
+    if interval is not None and (interval.patch or interval.minor):
+        gates["minUpgradeInterval"] = {"patch": interval.patch or 0.0, "minor": interval.minor or 0.0}
+    if stage.checks:
+        gates["checks"] = [
+            check.model_dump(mode="json", by_alias=True, include={"name", "success_condition", "interval", "phases"})
+            for check in stage.checks
+        ]
     return {"gates": gates} if gates else {}
 
 
@@ -66,10 +77,15 @@ def _iso(epoch: float) -> str:
     return from_epoch(epoch).isoformat()
 
 
-def _timeline(transitions: list[dict[str, Any]], stage: str, origin: float) -> dict[str, Any]:
+def _timeline(
+    transitions: list[dict[str, Any]], batches: list[dict[str, Any]], stage: str, origin: float
+) -> dict[str, Any]:
+    """Per track: when the stage starts the version and finishes it, and when its first upgrade goes
+    out (later than the start while disruption budgets or maintenance windows hold every cluster)."""
     out: dict[str, Any] = {}
     for track in ("controlPlane", "nodes"):
         mine = [t for t in transitions if t["stage"] == stage and t["track"] == track]
+        first = next((b["t"] for b in batches if b["stage"] == stage and b["track"] == track), None)
         started = next((t["t"] for t in mine if t["state"] == "IN_PROGRESS"), None)
         finished = next((t["t"] for t in mine if t["state"] == "COMPLETE"), None)
         stuck = next((t["reason"] for t in mine if t["state"] == "STUCK"), None)
@@ -79,6 +95,7 @@ def _timeline(transitions: list[dict[str, Any]], stage: str, origin: float) -> d
             stuck = waits[-1]
         out[track] = {
             "earliestStart": None if started is None else _iso(origin + started),
+            "firstUpgrade": None if first is None else _iso(origin + first),
             "earliestFinish": None if finished is None else _iso(origin + finished),
             "stuck": stuck,
         }
