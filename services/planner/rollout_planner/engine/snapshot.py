@@ -168,9 +168,6 @@ def _clusters(
     version_pairs, versions = _version_columns(records)
     facts = list(map(_facts_of, records))  # hashed by value: pairs of None, str, int, frozenset
     fact_index = {key: i for i, key in enumerate(dict.fromkeys(facts))}
-    kept = [(i, _kept_targets(c)) for i, c in enumerate(records) if c.running is not NO_PAIR or c.failed is not NO_PAIR]
-    mismatched = [[i, [_v(v) for v in c.mismatch]] for i, c in enumerate(records) if c.mismatch is not NO_PAIR]
-    upgraded = [[i, list(c.upgraded_at)] for i, c in enumerate(records) if c.upgraded_at is not NO_PAIR]
     return {
         "names": list(map(_name_of, records)),
         "profile": list(map(profiles.__getitem__, map(id, map(_profile_of, records)))),
@@ -180,6 +177,16 @@ def _clusters(
         "facts": list(map(fact_index.__getitem__, facts)),
         "observedAt": list(map(_observed_of, records)),
         "finishedAt": list(map(_finished_of, records)),
+        **_sparse_columns(records),
+    }
+
+
+def _sparse_columns(records: list[ClusterRec]) -> dict[str, Any]:
+    """What only some clusters have, by index (what `_load_kept` reads)."""
+    kept = [(i, _kept_targets(c)) for i, c in enumerate(records) if c.running is not NO_PAIR or c.failed is not NO_PAIR]
+    mismatched = [[i, [_v(v) for v in c.mismatch]] for i, c in enumerate(records) if c.mismatch is not NO_PAIR]
+    upgraded = [[i, list(c.upgraded_at)] for i, c in enumerate(records) if c.upgraded_at is not NO_PAIR]
+    return {
         # a running or failed upgrade's target is a decision already made: kept, not recomputed
         "keptTargets": [[i, targets] for i, targets in kept if targets != [None, None]],
         # VERSION_MISMATCH: only the clusters that disagree, by index, and only when one does
