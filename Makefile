@@ -40,7 +40,7 @@ test: venv kube-build-background helm-build-background system-deps infra-fetch a
 
 ## lint, types, conformance and scenarios use the CPU while the suite mostly waits on its servers,
 ## so they run beside it (two jobs); when they are done the failover tests take their place beside
-## the suite (6 minutes for the four here; inside the suite they would take it past its 30); any
+## the suite (6 to 8 minutes for the four here; inside the suite they would take it past its 30); any
 ## failure still fails `make test`
 checks: lint typecheck conformance scenarios
 
