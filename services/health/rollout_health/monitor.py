@@ -38,7 +38,7 @@ from typing import Any, cast
 
 import faust
 
-from rollout_adapters import faust_uncommitted_seek, kafka_fetcher_close, kafka_records
+from rollout_adapters import faust_message_dispatch, faust_uncommitted_seek, kafka_fetcher_close, kafka_records
 from rollout_adapters.faust_credentials import broker_credentials
 from rollout_adapters.memory_bus import kafka_partition
 from rollout_common.dead_letters import dead_letter
@@ -117,6 +117,8 @@ class HealthMonitor:
         # offset: without this, a worker killed before its first commit left its successor to start
         # at the end of the log and never judge the heartbeats in between (BUS-4)
         faust_uncommitted_seek.install()
+        # faust made four tasks for every record it handed to the agent's stream
+        faust_message_dispatch.install()
         self.app = MonitorApp(
             settings.group(settings.app_id),
             # one URL per host: faust reads "kafka://a:1,b:2" as a single host named "a:1,b:2"
