@@ -52,8 +52,9 @@ def test_executor_scaling_upgrades_everything(kafka_bootstrap: str, redis_url: s
 
 
 def test_health_scaling_turns_every_heartbeat_into_readiness(kafka_bootstrap: str) -> None:
-    runs = health_scaling.measure([1, 2], 10, bootstrap=kafka_bootstrap)
-    assert [(r.workers, r.heartbeats, r.partitions) for r in runs] == [(1, 10, 4), (2, 20, 4)]
+    # 200 a worker: the workers' CPU is read in clock ticks (10 ms), and 10 heartbeats now take less
+    runs = health_scaling.measure([1, 2], 200, bootstrap=kafka_bootstrap)
+    assert [(r.workers, r.heartbeats, r.partitions) for r in runs] == [(1, 200, 4), (2, 400, 4)]
     assert all(r.readiness_per_s > 0 and r.workers_cpu_s > 0 for r in runs)
     assert runs[0].efficiency == pytest.approx(1.0)
     # the in-process profile of the monitor's own work (no broker), shown with the missed-target notes

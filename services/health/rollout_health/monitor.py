@@ -33,12 +33,13 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, cast
 
 import faust
+from mode import ServiceT
 
-from rollout_adapters import faust_uncommitted_seek, kafka_fetcher_close, kafka_records
+from rollout_adapters import faust_message_dispatch, faust_uncommitted_seek, kafka_fetcher_close, kafka_records
 from rollout_adapters.faust_credentials import broker_credentials
 from rollout_adapters.memory_bus import kafka_partition
 from rollout_common.dead_letters import dead_letter
@@ -77,7 +78,17 @@ def _exit_stopping() -> None:
 
 
 class MonitorApp(faust.App):
-    """faust's app, whose stop ends within `STOP_BOUND_S` whether the broker answers or not."""
+    """faust's app, whose stop ends within `STOP_BOUND_S` whether the broker answers or not, and
+    which keeps no per-message statistics unless its web page is served."""
+
+    def on_init_dependencies(self) -> Iterable[ServiceT]:
+        dependencies = super().on_init_dependencies()
+        if not self.conf.web_enabled:
+            # faust's Monitor sensor counts and times every message, stream event and send for
+            # its web page: several calls and dicts per heartbeat that nothing here reads. The
+            # consumer still reports commits and end offsets to it directly.
+            self.sensors.remove(self.monitor)
+        return dependencies
 
     async def on_stop(self) -> None:
         watchdog = threading.Timer(STOP_BOUND_S, _exit_stopping)
@@ -118,6 +129,8 @@ class HealthMonitor:
         # offset: without this, a worker killed before its first commit left its successor to start
         # at the end of the log and never judge the heartbeats in between (BUS-4)
         faust_uncommitted_seek.install()
+        # faust made four tasks for every record it handed to the agent's stream
+        faust_message_dispatch.install()
         self.app = MonitorApp(
             settings.group(settings.app_id),
             # one URL per host: faust reads "kafka://a:1,b:2" as a single host named "a:1,b:2"
@@ -128,6 +141,7 @@ class HealthMonitor:
             topic_replication_factor=settings.kafka_replication_factor,
             topic_partitions=partitions,
             table_standby_replicas=0,
+            producer_linger=0.005,
             # a killed worker's partitions move to its replacement after this, not faust's 60 s:
             # until then nobody turns heartbeats into readiness
             broker_session_timeout=settings.session_timeout_s,
