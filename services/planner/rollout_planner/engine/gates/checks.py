@@ -172,3 +172,32 @@ def check_waits(state: EngineState, stage: StageRec, track: int) -> list[tuple[s
 
 def _at(epoch: float) -> str:
     return from_epoch(epoch).isoformat()
+
+
+def check_views(state: EngineState, stage: StageRec) -> list[dict[str, object]]:
+    """STAT-5: every check of the stage some rollout evaluated: its series, latest result, counts."""
+    out: list[dict[str, object]] = []
+    for (rollout_id, name, check_name), rec in state.checks.items():
+        check = check_named(stage, check_name) if name == stage.spec.name else None
+        if check is None:
+            continue
+        out.append(
+            {
+                "rollout": rollout_id,
+                "check": check_name,
+                "running": rec.since is not None,
+                "since": rec.since,
+                "outcome": None if rec.outcome is None else rec.outcome.value,
+                "value": rec.value,
+                "observedAt": rec.observed_at,
+                "failedInARow": rec.failed,
+                "inconclusiveInARow": rec.inconclusive,
+                "successCondition": check.success_condition,
+                "failureCondition": check.failure_condition,
+                "interval": check.interval,
+                "failureLimit": check.failure_limit,
+                "inconclusiveLimit": check.inconclusive_limit,
+                "text": describe(check, rec),
+            }
+        )
+    return out
