@@ -11,6 +11,7 @@ from enginekit import CP, DAY, MIN, NODES, T0, V31, Driver, advances, cluster, s
 
 from rollout_common.check_results import CheckResult
 from rollout_common.commands import CheckSeries, Command, StageTransition
+from rollout_common.events import SequenceChange
 from rollout_common.status import StageState
 from rollout_planner.engine import views
 from rollout_planner.engine.runs import allowed
@@ -243,7 +244,8 @@ def test_chk_2_snapshot_restore_mid_soak_keeps_results_and_counts() -> None:
     _result(d, "failed", at=45 * MIN, value=0.05)
     d.state = load(dump(d.state))
     rec = d.state.checks[("main-1", "prod", "errors")]
-    assert (rec.since, rec.failed, rec.value) == (T0, 1, 0.05)  # one series since the progress phase began
+    # one series since the progress phase began, its interval, the failure in a row
+    assert (rec.since, rec.interval, rec.failed, rec.value) == (T0, 300.0, 1, 0.05)
     out = _result(d, "failed", at=50 * MIN, value=0.05)  # the second in a row halts after the restart
     assert [s[:2] for s in _said(out)] == [("controlPlane", "PAUSED"), ("nodes", "PAUSED")]
 
@@ -319,3 +321,15 @@ def test_chk_2_soak_5_an_empty_stage_is_held_by_its_soak_checks_until_they_pass(
         ("prod", "controlPlane", "IN_PROGRESS", V31),
     ]
     assert advances(passed) == [("prod", "controlPlane", V31, ["prod-1"])]
+
+
+def test_chk_2_seq_7_a_sequence_change_that_removes_a_check_ends_its_series() -> None:
+    d = _driver(phases=["progress"])
+    d.release({"1.30": V31})
+    plain = sequence(stage("prod", soak="1h", rolloutStrategy={"maxNew": 2, "maxUnavailable": 1}))
+    out = d.send(SequenceChange(command_id="seq-1", sequence=plain), at=MIN)
+    assert [c for c in out if isinstance(c, CheckSeries)] == [
+        CheckSeries(rollout_id="main-1", stage="prod", check="errors", running=False, since=T0, interval=300.0)
+    ]
+    # without the check nothing holds the batch any more
+    assert advances(out) == [("prod", "controlPlane", V31, ["prod-1", "prod-2"])]

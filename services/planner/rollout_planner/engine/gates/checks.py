@@ -63,7 +63,7 @@ def _sync_stage(state: EngineState, stage: StageRec, rollout_id: str) -> None:
             rec = state.checks.setdefault(key, CheckRec())
             _start(state, key, rec, check)
         elif not guarded and rec is not None and rec.since is not None:
-            _end(state, key, rec, check.interval)
+            _end(state, key, rec)
 
 
 def _end_removed(state: EngineState, rollout_id: str) -> None:
@@ -73,12 +73,13 @@ def _end_removed(state: EngineState, rollout_id: str) -> None:
             continue
         stage = state.stage_by_name.get(key[1])
         if stage is None or check_named(stage, key[2]) is None:
-            _end(state, key, rec, 1.0)
+            _end(state, key, rec)
 
 
 def _start(state: EngineState, key: CheckKey, rec: CheckRec, check: Check) -> None:
     # a new series judges afresh: the previous series' result and counts say nothing about it
     rec.since = state.now
+    rec.interval = check.interval
     rec.outcome = None
     rec.value = None
     rec.failed = 0
@@ -86,10 +87,10 @@ def _start(state: EngineState, key: CheckKey, rec: CheckRec, check: Check) -> No
     _announce(state, key, running=True, since=state.now, interval=check.interval)
 
 
-def _end(state: EngineState, key: CheckKey, rec: CheckRec, interval: float) -> None:
+def _end(state: EngineState, key: CheckKey, rec: CheckRec) -> None:
     since = rec.since if rec.since is not None else state.now
     rec.since = None
-    _announce(state, key, running=False, since=since, interval=interval)
+    _announce(state, key, running=False, since=since, interval=rec.interval)
 
 
 def _announce(state: EngineState, key: CheckKey, *, running: bool, since: float, interval: float) -> None:
