@@ -134,6 +134,11 @@ def test_chk_2_failures_beyond_failure_limit_halt_the_stage_with_check_failed_na
     out = d.finish(["prod-1"], CP, at=12 * MIN, ready=True)
     assert advances(out) == [] and transitions(out) == []
     assert d.state.stages[0].waits[0] == [("OPS-1", "All", {"reason": "CHECK_FAILED"})]
+    [said] = views.stage_view(d.state, d.state.stage_by_name["prod"])["tracks"]["controlPlane"]["waits"]
+    assert said["message"] == (
+        "halted by a metric check (CHECK_FAILED); no new batches, nothing qualified until the rollout is resumed "
+        "(CHK-2, OPS-1)"
+    )
     assert d.wake(at=31 * DAY) == []  # the 30-day clock does not force a halted stage to soak
 
 
