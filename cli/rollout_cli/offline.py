@@ -133,7 +133,8 @@ def _print_plan(result: dict[str, Any], *, show_clusters: bool) -> None:
     tables.show(console, stages)
     for stage in result["stages"]:
         for line in _gate_lines(stage.get("gates", {})):
-            console.print(f"{stage['name']}: {line}")
+            # one unwrapped line per gate, as written: a query or condition is not rich markup
+            console.print(f"{stage['name']}: {line}", markup=False, soft_wrap=True)
     batches = Table(title="batch order (ideal run: no failures, no outages)")
     for column in ("at", "stage", "track", "partition", "version", "clusters"):
         batches.add_column(column)
@@ -159,7 +160,8 @@ def _gate_lines(gates: dict[str, Any]) -> list[str]:
         lines.append("approval " + " and ".join(k for k in ("before", "after") if approval.get(k)))
     window = gates.get("startWindow")
     if window:
-        lines.append(f"start window from {window['start']} for {window['duration']:g} s, {window.get('recurrence')}")
+        recurrence = f", {window['recurrence']}" if window.get("recurrence") else ""
+        lines.append(f"start window from {window['start']} for {format_duration(window['duration'])}{recurrence}")
     budget = gates.get("minUpgradeInterval")
     if budget:
         patch, minor = format_duration(budget["patch"]), format_duration(budget["minor"])
@@ -168,8 +170,9 @@ def _gate_lines(gates: dict[str, Any]) -> list[str]:
         condition = check["successCondition"]
         if "failureCondition" in check:
             condition += f", fails when {check['failureCondition']}"
+        every = format_duration(check["interval"])
         lines.append(
-            f"check {check['name']}: {check['query']} passes when {condition}, every {check['interval']:g} s "
+            f"check {check['name']}: {check['query']} passes when {condition}, every {every} "
             f"while {' and '.join(check['phases'])} (failureLimit {check['failureLimit']}, "
             f"inconclusiveLimit {check['inconclusiveLimit']})"
         )
