@@ -85,6 +85,8 @@ def _message(rule: str, partition: str | None, numbers: dict[str, object]) -> st
         )
     if rule == WaitRule.CHK_4_DISRUPTION_BUDGET.value:
         return budget_message(numbers)
+    if rule == WaitRule.CHK_2_CHECK.value:
+        return f"rollout {numbers.get('rollout')} waits for {numbers.get('text')} (CHK-2)"
     if rule == WaitRule.OPS_1_PAUSED.value:
         return f"rollout paused ({numbers.get('reason')}); no new batches (OPS-1)"
     return rule
