@@ -31,6 +31,8 @@ from typing import Any
 
 from gate_draws import draw_gates
 
+from rollout_common.sequence import Stage
+
 Doc = dict[str, Any]
 Rng = random.Random
 
@@ -392,6 +394,28 @@ SHAPES: dict[str, Callable[[Rng, Doc], Doc | None]] = {
 }
 
 
+def _accepted(definition: Doc, clusters: list[Doc]) -> bool:
+    return not any(_in_two_stages(spec, [definition]) for spec in clusters)
+
+
+def _in_two_stages(spec: Doc | None, definitions: list[Doc]) -> bool:
+    """An inventory upsert that puts its cluster in two stages of some definition of the scenario: a
+    relabelled cluster that a later sequence names by `clusterNames` under its old label, say. SEQ-2
+    leaves such a cluster in neither stage; the shared checker counts it in the first (its
+    `members`), so it would judge the batches of a right engine wrong (make fuzz seed 1041). Not
+    drawn, like the inventory change made for that (see the module's docstring)."""
+    if spec is None:
+        return False
+    groups = {spec["group"]} if "group" in spec else set()
+    for definition in definitions:
+        if spec.get("channel", "regular") != definition.get("channel", "regular"):
+            continue
+        stages = [Stage.model_validate(s) for s in definition["stages"]]
+        if sum(s.selects(name=spec["name"], labels=spec["labels"], groups=groups) for s in stages) > 1:
+            return True
+    return False
+
+
 def _minor_key(text: str) -> str:
     return ".".join(text.split(".")[:2])
 
@@ -458,6 +482,9 @@ def generate(seed: int, *, kinds: dict[str, float] = EVENT_KINDS) -> Doc:
         if "command" in entry and entry["at"] in releases_at:
             entry["at"] += 1
     events.sort(key=lambda e: e["at"])  # stable: same-time entries keep their drawn order
+    # definitions SEQ-2 refuses (a cluster of the start's fleet in two stages) never hold
+    definitions = [d for d in (first, *(e["sequence"] for e in events if "sequence" in e)) if _accepted(d, clusters)]
+    events = [e for e in events if not _in_two_stages((e.get("inventory") or {}).get("upsert"), definitions)]
     for entry in events:
         entry["at"] = duration(entry["at"])
     names = [c["name"] for c in clusters]
