@@ -13,6 +13,14 @@ from rollout_cli.options import ACK_HELP, TARGET_HELP, ack_options, common_optio
 from rollout_cli.publishing import user, validated
 from rollout_common.events import OperatorCommand
 
+# What each exit code means for an approval in particular; the table of every command follows in --help.
+_EXITS = (
+    "Exit 0: accepted, including an approval of a gate already open (ALREADY_APPROVED). Exit 1: rejected, "
+    "with the planner's reason: an unknown rollout or stage, a stage without that gate, or a gate that is "
+    "not waiting (not reached yet, or its rollout cancelled). Exit 4: no answer within --timeout; the "
+    "approval may still be applied, so look with `rollout status` first (repeating it is harmless)."
+)
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = help_text.command(
@@ -23,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Opens the approval gate of a stage for a rollout waiting there (AWAITING_APPROVAL): "
         "`before` lets the stage start the version, `after` qualifies it downstream. A gate not reached yet "
         "cannot be approved in advance; approving an open gate again is accepted as ALREADY_APPROVED. "
-        f"{TARGET_HELP}\n\n{ACK_HELP}",
+        f"{TARGET_HELP}\n\n{ACK_HELP}\n\n{_EXITS}",
         examples=[
             "rollout approve --rollout main-1 --stage prod --gate before",
             "rollout approve --rollout main-1 --stage prod --gate after --by release-pipeline --comment CAB-42",

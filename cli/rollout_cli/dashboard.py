@@ -24,6 +24,8 @@ from rich.table import Table
 from rich.text import Text
 
 from rollout_cli import tables
+from rollout_cli.gate_events import gate_waits, record_approval_ack, record_gate
+from rollout_cli.gate_tables import checks_table, gates_table
 from rollout_common.status_words import (
     TRACK_NAMES,
     clock_text,
@@ -344,7 +346,13 @@ def status_view(
         partitions_table(doc),
     ]
     parts.append(waits_table(doc, clock=clock))
-    for extra in (attention_text(doc, clock=clock), wake_text(doc, clock=clock)):
+    extras = (
+        gates_table(doc, clock=clock),
+        checks_table(doc),
+        attention_text(doc, clock=clock),
+        wake_text(doc, clock=clock),
+    )
+    for extra in extras:
         if extra is not None:
             parts.append(extra)
     lines = list(recent)
@@ -450,6 +458,8 @@ class ProgressModel:
             self._track(body)["waits"] = [dict(w) for w in body.get("waits", [])]
         elif kind == "stage_advance":
             self._batch(body)
+        elif kind == "command_ack":
+            record_approval_ack(self.doc["stages"], body, now=self.doc["now"])
         elif kind == "rollout_transition":
             self._rollout(body)["state"] = body["state"]
             self._rollout(body)["reason"] = body.get("reason")
@@ -473,6 +483,7 @@ class ProgressModel:
 
     def _transition(self, body: Mapping[str, Any]) -> None:
         track, state, now = self._track(body), str(body["state"]), self.doc["now"]
+        record_gate(self._stage(str(body["stage"])).setdefault("gates", []), body, prior=track["state"], now=now)
         track.update(state=state, reason=body.get("reason"), rollout=body.get("rolloutId"))
         track["version"] = body.get("version") or track["version"]
         if state in ("SOAKING", "FORCED_SOAKING"):
@@ -483,7 +494,7 @@ class ProgressModel:
         elif state == "COMPLETE" and track["version"] and track["version"] not in track["qualified"]:
             track["qualified"] = sorted([*track["qualified"], track["version"]])
         if state not in ("IN_PROGRESS", "PAUSED"):
-            track["waits"] = []
+            track["waits"] = gate_waits(body)
         self._rollout_stage(body, state)
 
     def _batch(self, body: Mapping[str, Any]) -> None:

@@ -48,6 +48,33 @@ def _doc() -> dict[str, Any]:
                 "name": EVIL,
                 "clusters": 3,
                 "tracks": {"controlPlane": _track("IN_PROGRESS", waits=[wait]), "nodes": _track(EVIL, waits=[])},
+                # CHK-2: a check's name and conditions are the sequence author's words
+                "checks": [
+                    {
+                        "rollout": EVIL,
+                        "check": IMG,
+                        "outcome": EVIL,
+                        "value": 0.5,
+                        "observedAt": 1767600000.0,
+                        "successCondition": EVIL,
+                        "failureCondition": IMG,
+                        "failedInARow": 1,
+                        "failureLimit": 0,
+                        "inconclusiveInARow": 0,
+                        "inconclusiveLimit": 2,
+                    }
+                ],
+                # CHK-1: who approved and why are any client's words
+                "gates": [
+                    {
+                        "rollout": EVIL,
+                        "gate": IMG,
+                        "waitingSince": 1767600000.0,
+                        "approvedAt": 1767603000.0,
+                        "approvedBy": IMG,
+                        "comment": EVIL,
+                    }
+                ],
             }
         ],
         "rollouts": [
@@ -78,6 +105,18 @@ def test_markup_in_every_value_is_shown_as_text(page: Page) -> None:
         expect(page.locator("li.stage h3")).to_have_text([EVIL])
         expect(page.locator("#clusters tbody th")).to_have_text([EVIL])
         expect(page.locator("tr.wait")).to_contain_text(f"clusters: {EVIL}")
+        expect(page.locator("tr.check td")).to_have_text(
+            [
+                IMG,
+                EVIL,
+                f"{EVIL} with 0.5 at 2026-01-05 08:00 UTC",
+                f"passes when {EVIL}, fails when {IMG}",
+                "failed 1 in a row (limit 0), inconclusive 0 (limit 2)",
+            ]
+        )
+        expect(page.locator("tr.gate td")).to_have_text(
+            [IMG, EVIL, "2026-01-05 08:00 UTC", f"approved approved by {IMG} at 2026-01-05 08:50 UTC: {EVIL}"]
+        )
         # the live path: a new snapshot swaps the sections in; the filter path: rows built by the script
         feed.publish(_doc(), [row])
         expect(page.locator("#live-state")).to_have_text("live: batch 3", timeout=10_000)

@@ -82,6 +82,16 @@ ELSEWHERE = {
     "make kube-build": "tests/kube/test_devenv_kube.py (through make kube, which depends on it)",
     "make helm-build": "make test runs the same build as helm-build-background; tests/kube/test_helm_chart.py uses it",
     "make failover": "the tests it runs are tests/failover's failover_e2e ones, kept out of make test for time",
+    **{
+        f"rollout demo --scenario tests/scenarios/{scenario} --status-at {at}": (
+            "tests/docs/test_gates_examples.py (runs it and finds the lines the page quotes)"
+        )
+        for scenario, at in (
+            ("chk1-approval-before-and-after.yaml", "3d20m"),
+            ("chk3-weekly-start-window.yaml", "2h"),
+            ("chk4-patch-and-minor-intervals.yaml", "1h"),
+        )
+    },
 }
 
 

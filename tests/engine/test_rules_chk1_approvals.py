@@ -7,6 +7,7 @@ from enginekit import CP, DAY, MIN, NODES, V31, Driver, acks, advances, cluster,
 
 from rollout_common.commands import StageTransition
 from rollout_common.events import OperatorCommand
+from rollout_common.gates import GatePosition
 from rollout_common.status import StageState
 from rollout_planner.engine import views
 from rollout_planner.engine.runs import ALLOWED, allowed
@@ -246,3 +247,28 @@ def test_chk_1_empty_stage_passes_through_once_its_gates_are_open() -> None:
 
 
 HOUR_1 = 60 * MIN
+
+
+def test_chk_1_a_track_awaiting_approval_names_its_gate_on_the_progress_stream() -> None:
+    """CHK-1, STAT-5: the transition to AWAITING_APPROVAL says which gate (before, after) the track
+    waits at, so a client makes the approval without reading the reason's words; every other
+    transition carries none, and its record is the same as before (the field is left out)."""
+    seq = sequence(
+        stage("test", soak="1d", approval={"after": True}),
+        stage("prod", soak="1d", approval={"before": True}),
+    )
+    d = Driver(seq, [cluster(n) for n in TEST + PROD])
+    out = d.release({"1.30": V31})
+    out += d.finish(TEST, CP, at=10 * MIN, ready=True)
+    out += d.wake(at=DAY + 10 * MIN)
+    out += d.command("approve", at=2 * DAY, stage="test", gate="after", issued_by="pipeline-7")
+    gates = [(c.stage, c.state.value, c.gate) for c in out if isinstance(c, StageTransition) and c.track.value == CP]
+    assert gates == [
+        ("test", "IN_PROGRESS", None),
+        ("test", "SOAKING", None),
+        ("test", "AWAITING_APPROVAL", GatePosition.AFTER),
+        ("test", "COMPLETE", None),
+        ("prod", "AWAITING_APPROVAL", GatePosition.BEFORE),
+    ]
+    soaking = next(c for c in out if isinstance(c, StageTransition) and c.state is StageState.SOAKING)
+    assert "gate" not in soaking.model_dump(by_alias=True)

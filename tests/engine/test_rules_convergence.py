@@ -237,6 +237,23 @@ def test_seq_6a_a_cluster_joining_a_completed_stage_is_upgraded_as_a_late_member
     assert stage_view(d.state, a)["tracks"]["nodes"]["counts"] == {"COMPLETE": 2}
 
 
+def test_ops_1_seq_6a_a_member_that_joined_a_soaking_stage_during_a_pause_is_handed_out_at_resume() -> None:
+    """a soaks 1d after a-1; the rollout is paused, a-2 joins a (held: nothing is handed out while
+    paused), and the resume hands a-2 out at once though a was never PAUSED itself (it soaked on).
+    Before, only the stages the resume un-paused were looked at again, so a completed without a-2
+    (fuzz seed 11472)."""
+    d = Audited(sequence(stage("a", soak="1d"), stage("b", soak="0d")), [cluster("a-1"), cluster("b-1")])
+    d.release({"1.30": V31})
+    d.finish(["a-1"], CP, at=10 * MIN, ready=True)
+    d.finish(["a-1"], NODES, at=40 * MIN, ready=True)
+    d.command("pause", at=HOUR, command_id="c1", rollout_id="main-1")
+    assert advances(d.upsert(cluster("a-2"), at=3 * HOUR)) == []
+    out = d.command("resume", at=5 * HOUR, command_id="c2", rollout_id="main-1")
+    assert acks(out) == [("c2", True, "resume applied")]
+    assert advances(out) == [("a", "controlPlane", V31, ["a-2"])]
+    assert [stage_track_state(d.state.stages[0], t) for t in (0, 1)] == ["SOAKING", "SOAKING"]
+
+
 def test_soak_4c_a_newer_rollout_takes_over_a_cluster_that_failed_in_an_older_one() -> None:
     """a-1's upgrade to 1.31.13 failed in main-1; main-2 offers 1.31.20: a-1 goes out again at once,
     a new attempt at the newer target, and main-1, with nothing left there, is overtaken."""

@@ -15,8 +15,9 @@ has likely completed, or leaving every stage; a sequence change that appends a s
 nothing, changes a soak or puts a cluster in two stages; a failed first-stage upgrade followed by
 a newer release; a cancel before later stages are reached. Two fleet shapes go with them: clusters
 that no stage selects until a stage is appended, and a first stage that starts empty. An inventory
-change that puts a cluster in two stages is no shape of its own: the shared checker counts such a
-cluster in the first of them, where SEQ-2 leaves it in neither, so it would judge a right engine.
+change that puts a cluster in two stages is left out of every script (`single_stage`): the shared
+checker counts such a cluster in the first of them, where SEQ-2 leaves it in neither, so it would
+judge a right engine.
 
 Stage gates (CHK: approvals with approve commands, metric checks with their queries' timelines, start
 windows, disruption budgets) are drawn over the scenario by `gate_draws`, from a generator of their own.
@@ -30,8 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gate_draws import draw_gates
-
-from rollout_common.sequence import Stage
+from single_stage import drop_two_stage_upserts
 
 Doc = dict[str, Any]
 Rng = random.Random
@@ -394,28 +394,6 @@ SHAPES: dict[str, Callable[[Rng, Doc], Doc | None]] = {
 }
 
 
-def _accepted(definition: Doc, clusters: list[Doc]) -> bool:
-    return not any(_in_two_stages(spec, [definition]) for spec in clusters)
-
-
-def _in_two_stages(spec: Doc | None, definitions: list[Doc]) -> bool:
-    """An inventory upsert that puts its cluster in two stages of some definition of the scenario: a
-    relabelled cluster that a later sequence names by `clusterNames` under its old label, say. SEQ-2
-    leaves such a cluster in neither stage; the shared checker counts it in the first (its
-    `members`), so it would judge the batches of a right engine wrong (make fuzz seed 1041). Not
-    drawn, like the inventory change made for that (see the module's docstring)."""
-    if spec is None:
-        return False
-    groups = {spec["group"]} if "group" in spec else set()
-    for definition in definitions:
-        if spec.get("channel", "regular") != definition.get("channel", "regular"):
-            continue
-        stages = [Stage.model_validate(s) for s in definition["stages"]]
-        if sum(s.selects(name=spec["name"], labels=spec["labels"], groups=groups) for s in stages) > 1:
-            return True
-    return False
-
-
 def _minor_key(text: str) -> str:
     return ".".join(text.split(".")[:2])
 
@@ -482,9 +460,7 @@ def generate(seed: int, *, kinds: dict[str, float] = EVENT_KINDS) -> Doc:
         if "command" in entry and entry["at"] in releases_at:
             entry["at"] += 1
     events.sort(key=lambda e: e["at"])  # stable: same-time entries keep their drawn order
-    # definitions SEQ-2 refuses (a cluster of the start's fleet in two stages) never hold
-    definitions = [d for d in (first, *(e["sequence"] for e in events if "sequence" in e)) if _accepted(d, clusters)]
-    events = [e for e in events if not _in_two_stages((e.get("inventory") or {}).get("upsert"), definitions)]
+    events = drop_two_stage_upserts(clusters, first, events)
     for entry in events:
         entry["at"] = duration(entry["at"])
     names = [c["name"] for c in clusters]

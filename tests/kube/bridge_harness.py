@@ -86,42 +86,69 @@ async def eventually(probe: Callable[[], Awaitable[T | None]], *, what: str, tim
 async def everything_on(bus: KafkaBus, topic: TopicDef, *, prefix: str) -> list[tuple[str, Any]]:
     """(ce_id, model) of every record on the topic, read up to a marker this call publishes last,
     so nothing published before the call is missed and no fixed wait is needed."""
+    records = await _records_up_to_marker(bus, topic, prefix=prefix)
+    return [
+        (headers.get("ce_id", b"").decode(), envelope.decode(value, headers, topic.models)[1])
+        for value, headers in records
+    ]
+
+
+async def sources_on(bus: KafkaBus, topic: TopicDef, *, prefix: str) -> list[str]:
+    """The `ce_source` of every record on the topic (read as `everything_on` reads)."""
+    records = await _records_up_to_marker(bus, topic, prefix=prefix)
+    return [headers.get("ce_source", b"").decode() for _, headers in records]
+
+
+async def _records_up_to_marker(bus: KafkaBus, topic: TopicDef, *, prefix: str) -> list[tuple[bytes, dict[str, bytes]]]:
     name = prefix + topic.name
     marker = f"marker-{uuid.uuid4().hex}"
     value, headers = envelope.encode(Notice(code="marker", message=marker), event_id=marker, source="test", at=0.0)
     key = b"marker"
     await bus.publish(name, key=key, value=value, headers=headers)
     consumer = bus.consumer([name], group=f"{prefix}reader-{uuid.uuid4().hex[:6]}")
-    seen: list[tuple[str, Any]] = []
+    seen: list[tuple[bytes, dict[str, bytes]]] = []
     deadline = time.monotonic() + DEADLINE_S
     try:
         while time.monotonic() < deadline:
             for record in await consumer.poll(timeout_s=1.0):
-                ids = record.headers.get("ce_id", b"").decode()
-                if ids == marker:
+                if record.headers.get("ce_id", b"").decode() == marker:
                     return seen
-                _, model = envelope.decode(record.value, record.headers, topic.models)
-                seen.append((ids, model))
+                seen.append((record.value, dict(record.headers)))
     finally:
         await consumer.close()
     raise AssertionError(f"the marker never came back on {name}")
 
 
-async def table(kubeconfig: Path, path: str) -> dict[str, Any]:
-    """GET `path` as the API's table output (what `kubectl get` prints: the printer columns)."""
+async def _connection(kubeconfig: Path) -> tuple[str, str, ssl.SSLContext]:
+    """(server URL, admin token, TLS context) of an admin kubeconfig with a token."""
     config = yaml.safe_load(await asyncio.to_thread(kubeconfig.read_text))
     cluster = config["clusters"][0]["cluster"]
     user = config["users"][0]["user"]
     context = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
-    headers = {
-        "Authorization": f"Bearer {user['token']}",
-        "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io",
-    }
+    return cluster["server"], user["token"], context
+
+
+async def table(kubeconfig: Path, path: str) -> dict[str, Any]:
+    """GET `path` as the API's table output (what `kubectl get` prints: the printer columns)."""
+    server, token, context = await _connection(kubeconfig)
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
     async with httpx.AsyncClient(verify=context) as client:
-        answer = await client.get(cluster["server"] + path, headers=headers)
+        answer = await client.get(server + path, headers=headers)
     answer.raise_for_status()
     document: dict[str, Any] = answer.json()
     return document
+
+
+async def merge_patch_as(kubeconfig: Path, path: str, body: dict[str, Any], *, user: str) -> httpx.Response:
+    """A merge patch of `path` by the admin impersonating `user` (the Impersonate-User header)."""
+    server, token, context = await _connection(kubeconfig)
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Impersonate-User": user,
+        "Content-Type": "application/merge-patch+json",
+    }
+    async with httpx.AsyncClient(verify=context) as client:
+        return await client.patch(server + path, headers=headers, json=body)
 
 
 def cells(document: dict[str, Any]) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from helm_run import helm_command
 from lightkube import AsyncClient, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
@@ -41,6 +42,12 @@ def kube_stack() -> Iterator[KubeStack | None]:
             stack.stop(remove_data=True)
         return
     pytest.fail(f"the local Kubernetes API server could not be started:\n{error.full_text()}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The helm command, its caches in a temporary folder."""
+    return helm_command(tmp_path_factory.mktemp("helm-home"))
 
 
 @pytest.fixture(scope="session")

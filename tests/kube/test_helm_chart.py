@@ -4,7 +4,6 @@ chart's Role (no kubelet here: no pod runs, the test runs the bridge itself with
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from bridge_harness import bridge_settings, eventually, kubeconfig_for_account, running
+from helm_run import CHART, run_helm
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ServiceAccount
@@ -23,7 +23,6 @@ from rollout_crd_install import installed_rollout_crds
 
 from rollout_adapters.kube_bridge.resources import UpgradeRelease, UpgradeSequence
 from rollout_adapters.kube_bridge.settings import BridgeSettings
-from rollout_devenv.helm import build_helm
 from rollout_executor.settings import ExecutorSettings
 from rollout_health.settings import InventorySettings, MonitorSettings
 from rollout_planner.service.settings import PlannerSettings
@@ -31,30 +30,8 @@ from rollout_planner.service.settings import PlannerSettings
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
 from deploy_model import accepted_env_names
 
-CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "rollout"
 ON_THE_APISERVER = pytest.mark.asyncio(loop_scope="session")
 _HOLDERS = ("ConfigMap", "Secret")
-
-
-@pytest.fixture(scope="module")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """The helm command (built from the Go module proxy once per machine), with its caches in a
-    temporary folder rather than the user's home."""
-    home = tmp_path_factory.mktemp("helm-home")
-    binary = build_helm()
-    return [
-        "env",
-        f"HELM_CACHE_HOME={home / 'cache'}",
-        f"HELM_CONFIG_HOME={home / 'config'}",
-        f"HELM_DATA_HOME={home / 'data'}",
-        str(binary),
-    ]
-
-
-def _helm(helm: list[str], *args: str) -> str:
-    done = subprocess.run([*helm, *args], capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, f"helm {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
 
 
 def _kinds(rendered: str) -> list[tuple[str, str]]:
@@ -62,12 +39,13 @@ def _kinds(rendered: str) -> list[tuple[str, str]]:
 
 
 def test_helm_lint(helm: list[str]) -> None:
-    assert "1 chart(s) linted, 0 chart(s) failed" in _helm(helm, "lint", "--strict", str(CHART))
+    assert "1 chart(s) linted, 0 chart(s) failed" in run_helm(helm, "lint", "--strict", str(CHART))
 
 
 def test_helm_template_defaults(helm: list[str]) -> None:
     """Every service, the bridge with its Role, the management cluster's ClusterRoles; no KEDA."""
-    assert _kinds(_helm(helm, "template", "r1", str(CHART), "--namespace", "rollout")) == [
+    assert _kinds(run_helm(helm, "template", "r1", str(CHART), "--namespace", "rollout")) == [
+        ("ClusterRole", "r1-approver"),
         ("ClusterRole", "r1-executor"),
         ("ClusterRole", "r1-inventory"),
         ("ClusterRole", "r1-rollout-operator"),
@@ -96,7 +74,7 @@ def test_helm_template_defaults(helm: list[str]) -> None:
 
 def test_helm_template_options(helm: list[str]) -> None:
     """KEDA, PodMonitors, one namespace of Fleet clusters, an existing Redis Secret, no bridge."""
-    rendered = _helm(
+    rendered = run_helm(
         helm, "template", "r2", str(CHART), "--namespace", "rollout",
         "--set", "keda.enabled=true", "--set", "prometheus.podMonitor.enabled=true",
         "--set", "managementCluster.clusterKind=fleet", "--set", "managementCluster.namespace=fleet-default",
@@ -135,7 +113,7 @@ async def test_helm_install_on_the_apiserver_and_the_bridge_runs_with_its_role(
     what the Role does not grant (changing a sequence)."""
     installed_rollout_crds(kubeconfig)
     release = f"r{uuid.uuid4().hex[:6]}"
-    _helm(helm, "install", release, str(CHART), "--namespace", namespace, "--kubeconfig", str(kubeconfig))
+    run_helm(helm, "install", release, str(CHART), "--namespace", namespace, "--kubeconfig", str(kubeconfig))
     deployments = sorted([d.metadata.name async for d in kube.list(Deployment, namespace=namespace)])
     assert deployments == sorted(
         f"{release}-{name}" for name in ("bridge", "executor", "health-monitor", "inventory", "planner")
@@ -193,7 +171,7 @@ SETTINGS_BY_COMPONENT: dict[str, type[BaseSettings]] = {
 def test_every_service_of_the_chart_accepts_its_settings(helm: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Each Deployment's ROLLOUT_* variables (its ConfigMaps, Secret and env) are settings its
     service knows, with values it accepts: the settings model is built from exactly them."""
-    rendered = _helm(
+    rendered = run_helm(
         helm, "template", "r3", str(CHART), "--namespace", "rollout", "--set", "redis.password=pw",
         "--set", "managementCluster.kubeconfigSecret=mgmt",
     )  # fmt: skip

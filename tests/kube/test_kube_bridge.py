@@ -3,8 +3,9 @@
 Ids are derived from the object (uid and generation) and the bridge records the generation it
 published in the object's status, so a restart or a re-list publishes nothing twice; the progress
 stream lands in the rollout resources' status (server-side apply of the status subresource); the
-planner's refusal of a sequence (SEQ-7, OPS-3) shows as a condition; a second replica stands by
-behind the Lease and takes over when the first stops.
+planner's refusal of a sequence (SEQ-7, OPS-3) shows as a condition; a gate that starts waiting
+gets an approval object, whose approval is published once and answered in its status (CHK-1); a
+second replica stands by behind the Lease and takes over when the first stops.
 """
 
 from __future__ import annotations
@@ -15,18 +16,19 @@ from typing import Any
 
 import pytest
 from bridge_harness import Started, bridge_settings, cells, eventually, everything_on, running, table
-from lightkube import AsyncClient
+from lightkube import ApiError, AsyncClient
 from lightkube.generic_resource import GenericNamespacedResource
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.types import PatchType
 from rollout_crd_install import installed_rollout_crds
 
 from rollout_adapters.kafka_bus import KafkaBus
-from rollout_adapters.kube_bridge.resources import UpgradeRelease, UpgradeRollout, UpgradeSequence
+from rollout_adapters.kube_bridge.resources import UpgradeApproval, UpgradeRelease, UpgradeRollout, UpgradeSequence
 from rollout_adapters.kube_bridge.serve import Role
 from rollout_common import envelope
 from rollout_common.commands import CommandAck, RolloutTransition, StageTransition, Wait, WaitChanged
 from rollout_common.events import OperatorCommand, ReleaseTarget, SequenceChange
+from rollout_common.gates import GatePosition
 from rollout_common.status import RolloutState, StageState, Track
 from rollout_common.topics.catalog import OPERATOR_COMMANDS, PROGRESS, RELEASE_TARGETS
 
@@ -184,6 +186,132 @@ async def test_progress_lands_in_status_and_a_refusal_is_a_condition(
     assert [(event_id, model.action, model.rollout_id) for event_id, model in pauses] == [
         (f"k8s/rollout/{rollout.metadata.uid}/2/pause", "pause", "main-1")
     ]
+
+
+WAITING_BEFORE = (
+    "the version reached the stage; it starts once approved: the before approval of stage prod, "
+    "waiting since 2026-12-02T08:00:00+00:00 (CHK-1)"
+)
+
+
+def _awaiting(track: Track, stage: str, gate: GatePosition, reason: str = WAITING_BEFORE) -> StageTransition:
+    return StageTransition(
+        rollout_id="main-1", stage=stage, track=track, state=StageState.AWAITING_APPROVAL, version="1.31.2",
+        reason=reason, gate=gate,
+    )  # fmt: skip
+
+
+async def _condition(kube: AsyncClient, namespace: str, name: str, reason: str) -> Any:
+    async def probe() -> Any:
+        try:
+            now = await kube.get(UpgradeApproval, name, namespace=namespace)
+        except ApiError:
+            return None
+        found = [c for c in (now.status or {}).get("conditions") or [] if c["reason"] == reason]
+        return (now, found[0]) if found else None
+
+    return await eventually(probe, what=f"approval {name} with condition reason {reason}")
+
+
+async def test_a_waiting_gate_gets_an_approval_whose_approval_is_published_once_and_answered(
+    kube: AsyncClient, kubeconfig: Path, namespace: str, kafka_bootstrap: str, topic_prefix: str, bus: KafkaBus
+) -> None:
+    """CHK-1: both tracks going AWAITING_APPROVAL at prod's `before` gate make one UpgradeApproval;
+    the rollout's Waiting column names the gate (STAT-5); approving it by its spec publishes one
+    `approve` command under an id of its uid and generation, across a restart and a redelivered
+    transition (BUS-3); the planner's answers land in its status (OPS-3): accepted, then
+    ALREADY_APPROVED, and a refusal with the planner's reason on another gate; a cancelled
+    rollout's approval not given says its gate no longer waits."""
+    installed_rollout_crds(kubeconfig)
+    settings = bridge_settings(
+        kubeconfig=kubeconfig, namespace=namespace, prefix=topic_prefix, bootstrap=kafka_bootstrap, name="first"
+    )
+    waiting = (
+        _awaiting(Track.CONTROL_PLANE, "prod", GatePosition.BEFORE),
+        _awaiting(Track.NODES, "prod", GatePosition.BEFORE),
+    )
+    async with running(settings) as (replica, _):
+        await eventually(lambda: _synced(replica), what="the bridge made its topics and listed every kind")
+        await _publish_progress(bus, topic_prefix, *waiting)
+        made, pending = await _condition(kube, namespace, "main-1-prod-before", "Waiting")
+        assert made.spec == {"rolloutId": "main-1", "stage": "prod", "gate": "before"}
+        assert (pending["status"], pending["message"]) == (
+            "Unknown",
+            "the gate waits: set spec.approved to true (and approvedBy) to open it",
+        )
+        rows = cells(await table(kubeconfig, f"/apis/rollout.dev/v1alpha1/namespaces/{namespace}/upgraderollouts"))
+        assert [(r["Name"], r["Stage"], r["Waiting"]) for r in rows] == [("main-1", "prod", f"CHK-1: {WAITING_BEFORE}")]
+        await kube.patch(
+            UpgradeApproval, made.metadata.name,
+            {"spec": {"approved": True, "approvedBy": "alice", "comment": "change 42 reviewed"}},
+            namespace=namespace, patch_type=PatchType.MERGE,
+        )  # fmt: skip
+        approved = await _published(kube, UpgradeApproval, made, 2)
+        command_id = f"k8s/approval/{made.metadata.uid}/2/approve"
+        assert approved.status["eventId"] == command_id
+        assert replica.bridge is not None and replica.bridge.published == 1
+        opened = "the before gate of stage prod approved by alice for main-1"
+        await _publish_progress(bus, topic_prefix, CommandAck(command_id=command_id, accepted=True, reason=opened))
+        _, accepted = await _condition(kube, namespace, made.metadata.name, "Accepted")
+        assert (accepted["status"], accepted["message"], accepted["observedGeneration"]) == ("True", opened, 2)
+        await _publish_progress(
+            bus, topic_prefix, CommandAck(command_id=command_id, accepted=True, reason="ALREADY_APPROVED")
+        )
+        _, again = await _condition(kube, namespace, made.metadata.name, "AlreadyApproved")
+        assert (again["status"], again["message"]) == ("True", "ALREADY_APPROVED")
+    # A restart re-lists the approval and sees the transitions again: nothing is made or published.
+    async with running(settings.model_copy(update={"identity": "second"})) as (replica, _):
+        await eventually(lambda: _synced(replica), what="the restarted bridge listed every kind")
+        await _publish_progress(bus, topic_prefix, *waiting)
+        after = _awaiting(Track.NODES, "canary", GatePosition.AFTER, reason="soak ended (CHK-1)")
+        await _publish_progress(bus, topic_prefix, after)
+        other, _ = await _condition(kube, namespace, "main-1-canary-after", "Waiting")
+        await kube.patch(
+            UpgradeApproval, other.metadata.name, {"spec": {"approved": True, "approvedBy": "bob"}},
+            namespace=namespace, patch_type=PatchType.MERGE,
+        )  # fmt: skip
+        await _published(kube, UpgradeApproval, other, 2)
+        refusal = (
+            "the after gate of stage canary is not waiting for main-1; a gate is approved only once reached (CHK-1)"
+        )
+        other_id = f"k8s/approval/{other.metadata.uid}/2/approve"
+        await _publish_progress(bus, topic_prefix, CommandAck(command_id=other_id, accepted=False, reason=refusal))
+        _, refused = await _condition(kube, namespace, other.metadata.name, "Refused")
+        assert (refused["status"], refused["message"]) == ("False", refusal)
+        # A rollout that ends leaves its approvals not given saying so; the ones given keep their answer.
+        cancelled = StageTransition(
+            rollout_id="main-2", stage="prod", track=Track.NODES, state=StageState.AWAITING_APPROVAL,
+            reason="waits", gate=GatePosition.BEFORE,
+        )  # fmt: skip
+        await _publish_progress(bus, topic_prefix, cancelled)
+        await _condition(kube, namespace, "main-2-prod-before", "Waiting")
+        await _publish_progress(
+            bus,
+            topic_prefix,
+            RolloutTransition(rollout_id="main-1", state=RolloutState.COMPLETED, reason="all stages complete"),
+            RolloutTransition(rollout_id="main-2", state=RolloutState.CANCELLED, reason="cancelled by an operator"),
+        )
+        _, discarded = await _condition(kube, namespace, "main-2-prod-before", "Discarded")
+        assert (discarded["status"], discarded["message"]) == (
+            "False",
+            "rollout main-2 is CANCELLED (cancelled by an operator); the gate no longer waits",
+        )
+        for name, reason in (("main-1-prod-before", "AlreadyApproved"), ("main-1-canary-after", "Refused")):
+            kept = await kube.get(UpgradeApproval, name, namespace=namespace)
+            assert [c["reason"] for c in kept.status["conditions"]] == [reason]
+        assert replica.bridge is not None and replica.bridge.published == 1
+    names = sorted([a.metadata.name async for a in kube.list(UpgradeApproval, namespace=namespace)])
+    assert names == ["main-1-canary-after", "main-1-prod-before", "main-2-prod-before"]
+    commands = await everything_on(bus, OPERATOR_COMMANDS, prefix=topic_prefix)
+    # Keyed by event id: the two commands may sit on different partitions of the topic.
+    approvals = {
+        event_id: (m.action, m.rollout_id, m.stage, m.gate, m.issued_by, m.comment) for event_id, m in commands
+    }
+    assert len(commands) == 2
+    assert approvals == {
+        command_id: ("approve", "main-1", "prod", GatePosition.BEFORE, "alice", "change 42 reviewed"),
+        other_id: ("approve", "main-1", "canary", GatePosition.AFTER, "bob", None),
+    }
 
 
 async def refused_condition(probe: Any) -> Any:

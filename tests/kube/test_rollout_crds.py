@@ -81,8 +81,8 @@ async def test_crds_install_and_valid_objects_are_accepted(kube: AsyncClient, ku
     assert on_demand.spec == {"version": "1.31.2", "tracks": ["controlPlane"]}
     rollout = await _create(kube, UpgradeRollout, namespace, {"rolloutId": "r-1", "paused": True})
     assert rollout.spec == {"rolloutId": "r-1", "paused": True}
-    approval = await _create(kube, UpgradeApproval, namespace, {"rolloutId": "r-1", "stage": "prod"})
-    assert approval.spec == {"rolloutId": "r-1", "stage": "prod"}
+    approval = await _create(kube, UpgradeApproval, namespace, {"rolloutId": "r-1", "stage": "prod", "gate": "before"})
+    assert approval.spec == {"rolloutId": "r-1", "stage": "prod", "gate": "before"}
 
 
 def _with_stage(**changes: Any) -> dict[str, Any]:
@@ -189,3 +189,26 @@ async def test_transition_rules_refuse_changes_the_object_alone_forbids(
     assert "a release is immutable: create another one" in await _patch_refusal(
         kube, UpgradeRelease, release, {"targets": {"1.30": "1.31.3"}}
     )
+
+
+@ON_THE_APISERVER
+async def test_an_approval_says_who_approves_and_once_given_is_final(
+    kube: AsyncClient, kubeconfig: Path, namespace: str
+) -> None:
+    """CHK-1: approving names the approver; an approval given cannot be withdrawn or reworded (the
+    planner cannot take it back either); the gate it is for never changes."""
+    installed_rollout_crds(kubeconfig)
+    approval = await _create(kube, UpgradeApproval, namespace, {"rolloutId": "r-1", "stage": "prod", "gate": "after"})
+    assert "an approval says who approves (approvedBy) (CHK-1)" in await _patch_refusal(
+        kube, UpgradeApproval, approval, {"approved": True}
+    )
+    assert "an approval names its rollout, stage and gate once" in await _patch_refusal(
+        kube, UpgradeApproval, approval, {"gate": "before"}
+    )
+    await kube.patch(
+        UpgradeApproval, approval.metadata.name, {"spec": {"approved": True, "approvedBy": "alice"}},
+        namespace=namespace, patch_type=PatchType.MERGE,
+    )  # fmt: skip
+    final = "an approval given is final: it cannot be withdrawn or changed (CHK-1)"
+    assert final in await _patch_refusal(kube, UpgradeApproval, approval, {"approved": False})
+    assert final in await _patch_refusal(kube, UpgradeApproval, approval, {"comment": "on second thoughts"})

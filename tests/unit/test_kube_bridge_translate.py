@@ -7,6 +7,8 @@ from typing import Any
 
 from rollout_adapters.kube_bridge.progress import fold
 from rollout_adapters.kube_bridge.translate import (
+    approval_for,
+    approval_plan,
     is_published,
     parse_event_id,
     release_plan,
@@ -16,6 +18,7 @@ from rollout_adapters.kube_bridge.translate import (
 )
 from rollout_common.commands import RolloutTransition, StageTransition, Wait, WaitChanged
 from rollout_common.events import OperatorCommand, StartRollout
+from rollout_common.gates import GatePosition
 from rollout_common.status import RolloutState, StageState, Track
 
 
@@ -109,3 +112,69 @@ def test_progress_folds_into_the_printed_status() -> None:
     cleared = fold(status, WaitChanged(rollout_id="main-1", stage="prod", track=Track.NODES, waits=()))
     assert cleared["waiting"] == ""
     assert rollout_object_name("Main_1") == "main-1"
+
+
+def _approval(spec: dict[str, Any], *, generation: int = 1) -> dict[str, Any]:
+    return _obj({"rolloutId": "main-1", "stage": "prod", "gate": "before", **spec}, generation=generation)
+
+
+def test_an_approval_publishes_one_approve_command_once_approved() -> None:
+    """CHK-1: not approved, it publishes nothing and says it waits; approved, one `approve` of its
+    rollout, stage and gate under an id of its uid and generation, issued by `approvedBy`."""
+    waiting = approval_plan(_approval({}))
+    assert (waiting.publications, waiting.status, waiting.refusal) == ((), {"publishedGeneration": 1}, None)
+    assert waiting.pending == ("Waiting", "the gate waits: set spec.approved to true (and approvedBy) to open it")
+    plan = approval_plan(_approval({"approved": True, "approvedBy": "alice", "comment": "CHG-7"}, generation=2))
+    (item,) = plan.publications
+    command = item.model
+    assert isinstance(command, OperatorCommand)
+    assert (item.event_id, command.command_id) == ("k8s/approval/u-1/2/approve", "k8s/approval/u-1/2/approve")
+    assert (command.action, command.rollout_id, command.stage, command.gate) == (
+        "approve",
+        "main-1",
+        "prod",
+        GatePosition.BEFORE,
+    )
+    assert (command.issued_by, command.comment, command.misplaced_field()) == ("alice", "CHG-7", None)
+    assert plan.status == {"publishedGeneration": 2, "eventId": "k8s/approval/u-1/2/approve"}
+    assert plan.pending == ("Published", "published; waiting for the planner's answer")
+    unnamed = approval_plan(_approval({"approved": True}, generation=2)).publications[0].model
+    assert isinstance(unnamed, OperatorCommand) and unnamed.issued_by == "kubernetes:ns/approval/r"
+
+
+def test_a_track_awaiting_approval_asks_for_its_gate_s_approval_object() -> None:
+    """CHK-1: both tracks at a gate ask for the same object; other transitions ask for none."""
+
+    def at(track: Track, state: StageState, gate: GatePosition | None) -> StageTransition:
+        return StageTransition(
+            rollout_id="Main_1", stage="prod", track=track, state=state, reason="r", gate=gate
+        )  # fmt: skip
+
+    spec = {"rolloutId": "Main_1", "stage": "prod", "gate": "after"}
+    assert approval_for(at(Track.NODES, StageState.AWAITING_APPROVAL, GatePosition.AFTER)) == (
+        "main-1-prod-after",
+        spec,
+    )
+    assert approval_for(at(Track.CONTROL_PLANE, StageState.AWAITING_APPROVAL, GatePosition.AFTER)) == (
+        "main-1-prod-after",
+        spec,
+    )
+    assert approval_for(at(Track.NODES, StageState.IN_PROGRESS, None)) is None
+
+
+def test_a_track_awaiting_approval_is_the_printed_wait() -> None:
+    """STAT-5, CHK-1: a track held at a gate is why the rollout waits, before any other wait."""
+    status: dict[str, Any] = {}
+    for model in (
+        WaitChanged(rollout_id="main-1", stage="canary", track=Track.NODES, waits=(Wait(rule="WIN", message="shut"),)),
+        StageTransition(
+            rollout_id="main-1", stage="prod", track=Track.CONTROL_PLANE, state=StageState.AWAITING_APPROVAL,
+            reason="waits for the before approval", gate=GatePosition.BEFORE,
+        ),
+    ):  # fmt: skip
+        status = fold(status, model)
+    assert status["waiting"] == "CHK-1: waits for the before approval"
+    opened = StageTransition(
+        rollout_id="main-1", stage="prod", track=Track.CONTROL_PLANE, state=StageState.IN_PROGRESS, reason="approved"
+    )
+    assert fold(status, opened)["waiting"] == "WIN: shut"

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from rollout_common.gates import GatePosition
 from rollout_common.status import RolloutState, StageState, Track
 from rollout_common.version import VersionText
 
@@ -43,6 +44,12 @@ class StageTransition(_Command):
     version: VersionText | None = None
     reason: str
     until: float | None = None
+    # Left out of the record unless set, so every other transition reads as it always did.
+    gate: GatePosition | None = Field(
+        default=None,
+        exclude_if=lambda gate: gate is None,
+        description="AWAITING_APPROVAL: the approval gate the track waits at (CHK-1)",
+    )
 
 
 class RolloutTransition(_Command):

@@ -50,7 +50,10 @@ def timing_text(track: Mapping[str, Any], clock: float) -> str:
     if state in ("SOAKING", "FORCED_SOAKING") and track.get("soakEnd") is not None:
         return f"soak ends in {format_duration(max(0.0, track['soakEnd'] - clock))}"
     if state in ("IN_PROGRESS", "PAUSED") and track.get("startedAt") is not None:
-        return f"running {format_duration(max(0.0, clock - track['startedAt']))}"
+        running = f"running {format_duration(max(0.0, clock - track['startedAt']))}"
+        # why it halted (an operator, the failure budget, a check) is the first thing asked of a pause
+        halted = f"paused ({track['reason']}), " if state == "PAUSED" and track.get("reason") else ""
+        return halted + running
     if state == "COMPLETE" and track.get("qualified"):
         return "qualified downstream"  # the version column shows which version
     if state == "STUCK":
@@ -112,6 +115,53 @@ def named_total(wait: Mapping[str, Any]) -> int | None:
     numbers = wait.get("numbers") or {}
     total = numbers.get("unavailable") if wait["rule"] == "GATE-1" else numbers.get("waiting")
     return total if isinstance(total, int) else None
+
+
+def gate_rows(doc: Doc) -> list[tuple[str, Mapping[str, Any]]]:
+    """Every approval gate a rollout reached, as (stage, gate), in stage order (CHK-1, STAT-5)."""
+    return [(str(stage["name"]), gate) for stage in doc["stages"] for gate in stage.get("gates") or ()]
+
+
+def approval_text(gate: Mapping[str, Any], *, clock: float) -> str:
+    """`approved by alice at 2026-01-07 00:00 UTC: CAB-42`, or how long the gate has waited."""
+    approved_at = gate.get("approvedAt")
+    if approved_at is None:
+        return f"not approved yet, waiting {format_duration(max(0.0, clock - float(gate['waitingSince'])))}"
+    by = gate.get("approvedBy") or "an unnamed approver"
+    said = f": {gate['comment']}" if gate.get("comment") else ""
+    return f"approved by {by} at {clock_text(float(approved_at))}{said}"
+
+
+def check_rows(doc: Doc) -> list[tuple[str, Mapping[str, Any]]]:
+    """Every metric check some rollout evaluated at a stage, as (stage, check), in stage order (CHK-2)."""
+    return [(str(stage["name"]), check) for stage in doc["stages"] for check in stage.get("checks") or ()]
+
+
+def check_result_text(check: Mapping[str, Any]) -> str:
+    """`failed with 0.07 at 2026-01-05 00:20 UTC`: the latest result against which the condition is judged."""
+    observed = check.get("observedAt")
+    if check.get("outcome") is None or observed is None:
+        since = check.get("since")
+        return "no result yet" if since is None else f"no result since {clock_text(float(since))}"
+    value = check.get("value")
+    shown = "no value" if value is None else f"{float(value):g}"
+    return f"{check['outcome']} with {shown} at {clock_text(float(observed))}"
+
+
+def check_condition_text(check: Mapping[str, Any]) -> str:
+    """`passes when result < 0.01, fails when result > 0.05`."""
+    text = f"passes when {check['successCondition']}"
+    if check.get("failureCondition"):
+        text += f", fails when {check['failureCondition']}"
+    return text
+
+
+def check_counts_text(check: Mapping[str, Any]) -> str:
+    """How close the check is to halting the stage: results in a row against their limits."""
+    return (
+        f"failed {check.get('failedInARow', 0)} in a row (limit {check.get('failureLimit', 0)}), "
+        f"inconclusive {check.get('inconclusiveInARow', 0)} (limit {check.get('inconclusiveLimit', 0)})"
+    )
 
 
 def until_text(epoch: float, *, clock: float | None) -> str:

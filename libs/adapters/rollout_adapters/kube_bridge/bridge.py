@@ -25,10 +25,12 @@ from pydantic import BaseModel
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.kube_bridge import progress
 from rollout_adapters.kube_bridge.crds import GROUP, VERSION
-from rollout_adapters.kube_bridge.resources import UpgradeRelease, UpgradeRollout, UpgradeSequence
+from rollout_adapters.kube_bridge.resources import UpgradeApproval, UpgradeRelease, UpgradeRollout, UpgradeSequence
 from rollout_adapters.kube_bridge.settings import BridgeSettings
 from rollout_adapters.kube_bridge.translate import (
     Plan,
+    approval_for,
+    approval_plan,
     is_published,
     parse_event_id,
     release_plan,
@@ -37,8 +39,9 @@ from rollout_adapters.kube_bridge.translate import (
     sequence_plan,
 )
 from rollout_common import envelope
-from rollout_common.commands import CommandAck
+from rollout_common.commands import CommandAck, RolloutTransition, StageTransition
 from rollout_common.errors import InvalidInputError, PermanentError, RolloutError
+from rollout_common.status import RolloutState
 from rollout_common.topics.catalog import ALL, PROGRESS
 
 log = logging.getLogger(__name__)
@@ -51,7 +54,12 @@ _KINDS: dict[str, tuple[Resource, Callable[[Mapping[str, Any]], Plan]]] = {
     "sequence": (UpgradeSequence, sequence_plan),
     "release": (UpgradeRelease, release_plan),
     "rollout": (UpgradeRollout, rollout_plan),
+    "approval": (UpgradeApproval, approval_plan),
 }
+# The planner's answer to an approval of a gate approved already (CHK-1, BUS-3).
+ALREADY_APPROVED = "ALREADY_APPROVED"
+# A rollout in these states has no gate waiting any more (CHK-1: cancel discards its gates).
+_ENDED = (RolloutState.CANCELLED, RolloutState.COMPLETED)
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:
@@ -86,13 +94,15 @@ class Bridge:
         self._by_uid: dict[str, tuple[str, str]] = {}
         self._uid_of: dict[tuple[str, str], str] = {}
         self._rollout_names: dict[str, str] = {}
+        # rollout id -> the names of its approval objects not approved yet
+        self._unapproved: dict[str, set[str]] = {}
         self._lock = asyncio.Lock()
         self.published = 0
         self.synced = asyncio.Event()
         self._listed: set[str] = set()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Watch the three kinds and follow the progress stream until `stop` is set."""
+        """Watch our four kinds and follow the progress stream until `stop` is set."""
         if self._settings.create_topics:
             await self._bus.ensure_topics([t.spec(self._prefix) for t in ALL])
         tasks = [asyncio.create_task(self._follow(kind), name=f"watch-{kind}") for kind in _KINDS]
@@ -167,6 +177,8 @@ class Bridge:
         self._uid_of.pop(key, None)
         if kind == "rollout":
             self._rollout_names.pop(str((obj.get("spec") or {}).get("rolloutId")), None)
+        if kind == "approval":
+            self._unapproved.get(str((obj.get("spec") or {}).get("rolloutId")), set()).discard(key[1])
 
     async def _on_object(self, kind: str, obj: Mapping[str, Any]) -> None:
         meta = obj["metadata"]
@@ -180,6 +192,8 @@ class Bridge:
             self._status[key] = {**(obj.get("status") or {}), **self._status.get(key, {})}
             if kind == "rollout":
                 self._rollout_names[str((obj.get("spec") or {}).get("rolloutId"))] = key[1]
+            if kind == "approval":
+                self._note_approval(key[1], obj.get("spec") or {})
             if is_published({**obj, "status": self._status[key]}):
                 return
             plan = _KINDS[kind][1]({**obj, "status": self._status[key]})
@@ -197,12 +211,17 @@ class Bridge:
                 status["conditions"] = [
                     condition(accepted=False, reason="Invalid", message=plan.refusal, generation=generation)
                 ]
-            elif kind == "sequence":
-                waiting = "published; waiting for the planner's answer"
-                status["conditions"] = [
-                    condition(accepted=None, reason="Published", message=waiting, generation=generation)
-                ]
+            elif plan.pending is not None:
+                reason, message = plan.pending
+                status["conditions"] = [condition(accepted=None, reason=reason, message=message, generation=generation)]
             await self._write_status(kind, key[1], status)
+
+    def _note_approval(self, name: str, spec: Mapping[str, Any]) -> None:
+        unapproved = self._unapproved.setdefault(str(spec.get("rolloutId")), set())
+        if spec.get("approved"):
+            unapproved.discard(name)
+        else:
+            unapproved.add(name)
 
     async def _write_status(self, kind: str, name: str, status: dict[str, Any]) -> None:
         """Server-side apply of the whole status this bridge keeps (caller holds the lock)."""
@@ -261,6 +280,10 @@ class Bridge:
         if isinstance(model, CommandAck):
             await self._on_ack(model)
             return
+        if isinstance(model, StageTransition):
+            await self._create_approval(model)
+        if isinstance(model, RolloutTransition) and model.state in _ENDED:
+            await self._discard_approvals(model)
         rollout_id = progress.rollout_id_of(model)
         if rollout_id is None:
             return
@@ -281,6 +304,36 @@ class Bridge:
         self._rollout_names[rollout_id] = name
         return name
 
+    async def _create_approval(self, transition: StageTransition) -> None:
+        """CHK-1: a gate starts waiting, so its approval object exists for a user to approve. Made
+        once: the other track's transition, a redelivery or a restart finds it made (409)."""
+        wanted = approval_for(transition)
+        if wanted is None:
+            return
+        name, spec = wanted
+        body = UpgradeApproval(metadata=ObjectMeta(name=name, namespace=self._namespace), spec=spec)
+        try:
+            await self._client.create(body)
+            log.info("made approval %s for the %s gate of stage %s", name, spec["gate"], spec["stage"])
+        except ApiError as exc:
+            if exc.status.code != 409:
+                raise
+
+    async def _discard_approvals(self, ended: RolloutTransition) -> None:
+        """CHK-1: a rollout that ended leaves no gate waiting, so its approvals not given say so
+        rather than wait on in `kubectl get` (approving one then is refused by the planner)."""
+        message = f"rollout {ended.rollout_id} is {ended.state.value} ({ended.reason}); the gate no longer waits"
+        async with self._lock:
+            for name in sorted(self._unapproved.pop(ended.rollout_id, set())):
+                key = ("approval", name)
+                generation = int(self._status.get(key, {}).get("publishedGeneration") or 1)
+                gone = condition(accepted=False, reason="Discarded", message=message, generation=generation)
+                try:
+                    await self._write_status("approval", name, {**self._status.get(key, {}), "conditions": [gone]})
+                except ApiError as exc:
+                    if exc.status.code != 404:  # deleted meanwhile: nothing to say
+                        raise
+
     async def _on_ack(self, ack: CommandAck) -> None:
         """OPS-3 / SEQ-7: the planner's answer to a command this bridge published, as a condition."""
         parsed = parse_event_id(ack.command_id)
@@ -292,6 +345,8 @@ class Bridge:
             return
         async with self._lock:
             reason = "Accepted" if ack.accepted else "Refused"
+            if ack.accepted and ack.reason == ALREADY_APPROVED:
+                reason = "AlreadyApproved"
             status = {
                 **self._status.get(key, {}),
                 "conditions": [

@@ -62,8 +62,16 @@ ROLLOUT_RULES: Final[list[Rule]] = [
 ]
 APPROVAL_RULES: Final[list[Rule]] = [
     {
-        "rule": "self.rolloutId == oldSelf.rolloutId && self.stage == oldSelf.stage",
-        "message": "an approval names its rollout and stage once",
+        "rule": "self.rolloutId == oldSelf.rolloutId && self.stage == oldSelf.stage && self.gate == oldSelf.gate",
+        "message": "an approval names its rollout, stage and gate once",
+    },
+    {
+        "rule": "!has(self.approved) || !self.approved || has(self.approvedBy)",
+        "message": "an approval says who approves (approvedBy) (CHK-1)",
+    },
+    {
+        "rule": "!has(oldSelf.approved) || !oldSelf.approved || self == oldSelf",
+        "message": "an approval given is final: it cannot be withdrawn or changed (CHK-1)",
     },
 ]
 # Bounds the CEL cost estimate needs: lists and names of a sequence are small.
@@ -172,7 +180,10 @@ def approval_crd() -> dict[str, Any]:
     columns = [
         {"name": "Rollout", "type": "string", "jsonPath": ".spec.rolloutId"},
         {"name": "Stage", "type": "string", "jsonPath": ".spec.stage"},
+        {"name": "Gate", "type": "string", "jsonPath": ".spec.gate"},
         {"name": "Approved", "type": "boolean", "jsonPath": ".spec.approved"},
+        _ACCEPTED,
+        _REASON,
     ]
     version = _version(spec=spec, status=_schema(PublishedStatus), columns=columns)
     return _crd(kind="UpgradeApproval", plural="upgradeapprovals", short="uap", version=version)

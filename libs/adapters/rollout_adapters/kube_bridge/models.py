@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rollout_common.gates import GatePosition
 from rollout_common.status import Track
 from rollout_common.version import MinorText, VersionText
 
@@ -49,11 +50,20 @@ class RolloutSpec(_Spec):
 
 
 class ApprovalSpec(_Spec):
-    """Designed for the approval gates (CHK-1); no service acts on it yet."""
+    """A waiting approval gate of a rollout's stage (CHK-1), made by the bridge; approve by setting `approved`."""
 
-    rollout_id: str = Field(alias="rolloutId", min_length=1)
-    stage: str = Field(min_length=1)
+    rollout_id: str = Field(alias="rolloutId", min_length=1, description="the planner's rollout id")
+    stage: str = Field(min_length=1, description="the stage whose gate waits")
+    gate: GatePosition = Field(description="before: the stage starts once approved; after: it qualifies downstream")
     approved: bool = Field(default=False, description="set to true to open the gate; RBAC decides who may")
+    approved_by: str | None = Field(
+        default=None,
+        alias="approvedBy",
+        min_length=1,
+        max_length=253,
+        description="who approves (needed to approve)",
+    )
+    comment: str | None = Field(default=None, max_length=1024, description="why, in the approver's words")
 
 
 class Condition(_Spec):
@@ -68,7 +78,7 @@ class Condition(_Spec):
 
 
 class PublishedStatus(_Spec):
-    """The status the bridge keeps on a sequence or a release: what it published, and the answer."""
+    """The status the bridge keeps on a sequence, a release or an approval: what it published, and the answer."""
 
     published_generation: int | None = Field(
         default=None, alias="publishedGeneration", ge=0, description="the generation last published on Kafka"

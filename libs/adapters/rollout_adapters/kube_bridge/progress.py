@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from rollout_common.commands import RolloutTransition, StageTransition, Wait, WaitChanged
+from rollout_common.status import StageState
 
 
 def rollout_id_of(model: BaseModel) -> str | None:
@@ -59,7 +60,11 @@ def _wait(wait: Wait) -> dict[str, Any]:
 
 
 def _waiting(tracks: list[dict[str, Any]]) -> str:
-    """One line for the printer column: the first wait of the first track that has one."""
+    """One line for the printer column: a track held at an approval gate (CHK-1) first, since
+    nothing else moves it on; else the first wait of the first track that has one."""
+    for track in tracks:
+        if track.get("state") == StageState.AWAITING_APPROVAL.value:
+            return f"CHK-1: {track.get('reason', '')}"
     for track in tracks:
         for wait in track.get("waits") or []:
             return f"{wait['rule']}: {wait['message']}"

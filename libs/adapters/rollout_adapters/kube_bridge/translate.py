@@ -16,11 +16,17 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from rollout_common.commands import StageTransition
 from rollout_common.events import OperatorCommand, ReleaseTarget, SequenceChange, StartRollout
 from rollout_common.sequence import Sequence
+from rollout_common.status import StageState
 from rollout_common.topics.catalog import OPERATOR_COMMANDS, RELEASE_TARGETS, TopicDef
 
 ID_PREFIX = "k8s/"
+_PUBLISHED = "Published"
+_AWAITING_ANSWER = "published; waiting for the planner's answer"
+_WAITING = "Waiting"
+_AWAITING_APPROVAL = "the gate waits: set spec.approved to true (and approvedBy) to open it"
 _NAME_UNSAFE = re.compile(r"[^a-z0-9.-]+")
 
 
@@ -50,6 +56,8 @@ class Plan:
     publications: tuple[Publication, ...]
     status: dict[str, Any]
     refusal: str | None = None
+    # (reason, message) of the `Accepted` condition while no answer is there to give yet
+    pending: tuple[str, str] | None = None
 
 
 def ref_of(kind: str, obj: Mapping[str, Any]) -> ObjectRef:
@@ -99,7 +107,11 @@ def sequence_plan(obj: Mapping[str, Any]) -> Plan:
         # The CEL rules catch most of it; what needs the whole document (an upstream cycle) ends here.
         return Plan(publications=(), status=published, refusal=_first_problem(exc))
     change = SequenceChange(command_id=event_id(ref), sequence=sequence, issued_by=issuer(ref))
-    return Plan(publications=(Publication(OPERATOR_COMMANDS, change, change.command_id),), status=published)
+    return Plan(
+        publications=(Publication(OPERATOR_COMMANDS, change, change.command_id),),
+        status=published,
+        pending=(_PUBLISHED, _AWAITING_ANSWER),
+    )
 
 
 def release_plan(obj: Mapping[str, Any]) -> Plan:
@@ -154,8 +166,47 @@ def rollout_plan(obj: Mapping[str, Any]) -> Plan:
     return Plan(publications=tuple(Publication(OPERATOR_COMMANDS, c, c.command_id) for c in commands), status=status)
 
 
+def approval_plan(obj: Mapping[str, Any]) -> Plan:
+    """CHK-1: an approval object set to approved is one `approve` command for its rollout, stage
+    and gate; one not approved yet publishes nothing and says it waits."""
+    ref = ref_of("approval", obj)
+    spec = obj.get("spec") or {}
+    status: dict[str, Any] = {"publishedGeneration": ref.generation}
+    if not spec.get("approved"):
+        return Plan(publications=(), status=status, pending=(_WAITING, _AWAITING_APPROVAL))
+    try:
+        command = OperatorCommand(
+            command_id=event_id(ref, "approve"),
+            action="approve",
+            rollout_id=spec.get("rolloutId"),
+            stage=spec.get("stage"),
+            gate=spec.get("gate"),
+            issued_by=spec.get("approvedBy") or issuer(ref),
+            comment=spec.get("comment"),
+        )
+    except ValidationError as exc:
+        return Plan(publications=(), status=status, refusal=_first_problem(exc))
+    status["eventId"] = command.command_id
+    return Plan(
+        publications=(Publication(OPERATOR_COMMANDS, command, command.command_id),),
+        status=status,
+        pending=(_PUBLISHED, _AWAITING_ANSWER),
+    )
+
+
+def approval_for(transition: StageTransition) -> tuple[str, dict[str, Any]] | None:
+    """CHK-1: the name and spec of the approval object a track going AWAITING_APPROVAL asks for
+    (both tracks of a gate ask for the same one), else None."""
+    if transition.state is not StageState.AWAITING_APPROVAL or transition.gate is None:
+        return None
+    gate = transition.gate.value
+    name = rollout_object_name(f"{transition.rollout_id}-{transition.stage}-{gate}")
+    return name, {"rolloutId": transition.rollout_id, "stage": transition.stage, "gate": gate}
+
+
 def rollout_object_name(rollout_id: str) -> str:
-    """A DNS-1123 name for a planner's rollout id (`main-1` stays `main-1`)."""
+    """A DNS-1123 name for a planner's rollout id (`main-1` stays `main-1`), or for an approval's
+    `<rollout>-<stage>-<gate>`."""
     name = _NAME_UNSAFE.sub("-", rollout_id.lower()).strip("-.")
     return name[:253] or "rollout"
 

@@ -6,6 +6,7 @@ reads the same on the page as in the terminal.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
@@ -14,7 +15,13 @@ from rollout_adapters.web_dashboard.feed import ATTENTION_KINDS, ClusterQuery, C
 from rollout_adapters.web_dashboard.timeline import css_token, timeline_svg
 from rollout_common.status_words import (
     TRACK_NAMES,
+    approval_text,
+    check_condition_text,
+    check_counts_text,
+    check_result_text,
+    check_rows,
     clock_text,
+    gate_rows,
     named_total,
     names_text,
     ordered_statuses,
@@ -71,6 +78,8 @@ def live_sections(snapshot: Snapshot) -> str:
         _summary(doc, clock=clock),
         _pipeline(doc, clock=clock),
         _waits(doc, clock=clock),
+        _gates(doc, clock=clock),
+        _checks(doc),
         _partitions(doc),
         _timeline(doc, clock=clock),
     ]
@@ -173,10 +182,62 @@ def _wait_row(where: str, wait: Mapping[str, Any], *, clock: float) -> str:
 
 
 def _number_text(key: str, value: object) -> str:
-    """Instants (`forcedSoakAt`, ...) as a date a person reads; counts as they are."""
-    if key.endswith("At") and isinstance(value, int | float):
+    """Instants (`forcedSoakAt`, a gate's `since`, a budget's `until`, ...) as a date a person reads;
+    counts as they are."""
+    instant = key.endswith("At") or key in ("since", "until")
+    if instant and isinstance(value, int | float) and math.isfinite(value):
         return clock_text(float(value))
     return str(value)
+
+
+def _gates(doc: Doc, *, clock: float) -> str:
+    """CHK-1: every approval gate a rollout reached, since when it waits, who approved it when and why."""
+    rows = gate_rows(doc)
+    if not rows:
+        return ""
+    body = "".join(_gate_row(stage, gate, clock=clock) for stage, gate in rows)
+    return f"""<section aria-labelledby="h-gates">
+<h2 id="h-gates">Approval gates</h2>
+<table id="gates"><caption>Each gate a rollout reached (CHK-1): waiting, or approved by whom and when</caption>
+<thead><tr><th scope="col">stage</th><th scope="col">gate</th><th scope="col">rollout</th>
+<th scope="col">waiting since</th><th scope="col">approval</th></tr></thead>
+<tbody>{body}</tbody></table>
+</section>"""
+
+
+def _gate_row(stage: str, gate: Mapping[str, Any], *, clock: float) -> str:
+    approved = "approved" if gate.get("approvedAt") is not None else "waiting"
+    return (
+        f'<tr class="gate" data-stage="{esc(stage)}" data-gate="{esc(gate["gate"])}" data-approval="{approved}">'
+        f'<th scope="row">{esc(stage)}</th><td>{esc(gate["gate"])}</td><td>{esc(gate["rollout"])}</td>'
+        f"<td>{esc(clock_text(float(gate['waitingSince'])))}</td>"
+        f'<td><span class="badge state-{approved}">{approved}</span> {esc(approval_text(gate, clock=clock))}</td></tr>'
+    )
+
+
+def _checks(doc: Doc) -> str:
+    """CHK-2: each metric check's latest value against its condition, and how near it is to halting."""
+    rows = check_rows(doc)
+    if not rows:
+        return ""
+    body = "".join(_check_row(stage, check) for stage, check in rows)
+    return f"""<section aria-labelledby="h-checks">
+<h2 id="h-checks">Metric checks</h2>
+<table id="checks"><caption>The latest result of each check against its condition (CHK-2)</caption>
+<thead><tr><th scope="col">stage</th><th scope="col">check</th><th scope="col">rollout</th>
+<th scope="col">latest result</th><th scope="col">condition</th><th scope="col">in a row</th></tr></thead>
+<tbody>{body}</tbody></table>
+</section>"""
+
+
+def _check_row(stage: str, check: Mapping[str, Any]) -> str:
+    outcome = str(check.get("outcome") or "none")
+    return (
+        f'<tr class="check" data-stage="{esc(stage)}" data-check="{esc(check["check"])}" '
+        f'data-outcome="{esc(outcome)}"><th scope="row">{esc(stage)}</th><td>{esc(check["check"])}</td>'
+        f"<td>{esc(check['rollout'])}</td><td>{esc(check_result_text(check))}</td>"
+        f"<td>{esc(check_condition_text(check))}</td><td>{esc(check_counts_text(check))}</td></tr>"
+    )
 
 
 def _partitions(doc: Doc) -> str:

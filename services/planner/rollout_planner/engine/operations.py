@@ -101,6 +101,9 @@ def _resume(state: EngineState, rollout: RolloutRec) -> None:
         elif run.state is StageState.PAUSED:
             run.failures = 0  # resuming after FAILURE_BUDGET grants a fresh budget
             transition(state, run, StageState.IN_PROGRESS, StageReason.RESUMED)
+        if run.dispatchable:
+            # a soaking or completed run hands out too (late members, SEQ-6a): one that joined
+            # during the pause was held then and is looked at again now (fuzz seed 11472)
             state.dirty.add(run.stage)
 
 

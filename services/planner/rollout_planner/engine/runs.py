@@ -7,6 +7,7 @@ audit checks after every decision (each run remembers the state it came from).
 from __future__ import annotations
 
 from rollout_common.commands import StageTransition
+from rollout_common.gates import GatePosition
 from rollout_common.status import TRACKS, StageReason, StageState
 from rollout_planner.engine.errors import EngineInvariantError
 from rollout_planner.engine.model import EngineState, Run
@@ -64,8 +65,17 @@ def allowed(old: StageState | None, new: StageState) -> bool:
     return new in ALLOWED[S.PENDING if old is None else old]
 
 
-def transition(state: EngineState, run: Run, new: StageState, reason: StageReason, *, detail: str = "") -> None:
-    """Move the run, announce it on the progress stream; a move outside the table is a broken invariant."""
+def transition(
+    state: EngineState,
+    run: Run,
+    new: StageState,
+    reason: StageReason,
+    *,
+    detail: str = "",
+    gate: GatePosition | None = None,
+) -> None:
+    """Move the run, announce it on the progress stream; a move outside the table is a broken
+    invariant. `gate` names the approval gate a run going AWAITING_APPROVAL waits at (CHK-1)."""
     stage = state.stages[run.stage]
     if not allowed(run.state, new):
         raise EngineInvariantError(
@@ -94,5 +104,6 @@ def transition(state: EngineState, run: Run, new: StageState, reason: StageReaso
             version=None if version is None else version.text,
             reason=text,
             until=until,
+            gate=gate,
         )
     )

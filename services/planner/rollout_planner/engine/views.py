@@ -19,6 +19,7 @@ from rollout_planner.engine.eligibility import offered_versions
 from rollout_planner.engine.gates.approvals import approval_waits, gate_views
 from rollout_planner.engine.gates.budgets import budget_waits, held_by_budget
 from rollout_planner.engine.gates.checks import check_views
+from rollout_planner.engine.gates.start_windows import start_window_waits
 from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState, StageRec, hands_out
 from rollout_planner.engine.reasons import describe_waits, window_waits
 
@@ -108,6 +109,13 @@ def _untargeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track:
         return ClusterStatus.COMPLETE, None
     if all(v < current for v in candidates):
         return ClusterStatus.SKIPPED_NEWER, f"already on {current}, newer than {max(candidates)}"
+    floor = cluster.floor[track]
+    if floor is not None and all(v < floor for v in candidates):
+        # the inventory lowered it: no upgrade goes below (or to) the version it ran before
+        return (
+            ClusterStatus.SKIPPED_NEWER,
+            f"ran {floor} before the inventory reported {current}; newer than {max(candidates)}",
+        )
     return ClusterStatus.INELIGIBLE, IneligibleType.INCOMPATIBLE_VERSION.value
 
 
@@ -153,6 +161,7 @@ def stage_view(state: EngineState, stage: StageRec, *, with_clusters: bool = Tru
         waits = [w for w in waits if w.rule != WaitRule.CHK_4_DISRUPTION_BUDGET.value]
         waits += budget_waits(state, stage, track)
         waits += approval_waits(state, stage, track)
+        waits += start_window_waits(state, stage, track)
         tracks[TRACKS[track].value] = {
             "state": stage_track_state(stage, track),
             "rollout": None if run is None else run.rollout_id,

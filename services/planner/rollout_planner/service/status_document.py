@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from rollout_common.status import TRACKS
 from rollout_common.version import Version
 from rollout_planner.engine.gates.budgets import budget_end
+from rollout_planner.engine.gates.start_windows import held_by_window
 from rollout_planner.engine.model import NO_PAIR, TRACK_INDEXES, ClusterRec, EngineState, RolloutRec, Timer
 from rollout_planner.engine.views import stage_view
 
@@ -92,12 +93,17 @@ def next_wake_up(state: EngineState) -> dict[str, Any] | None:
         return None
     timer = min(live)
     if timer.kind == "cluster":
-        why = f"the maintenance window of {timer.ref} ({TRACKS[timer.track].value}) opens"
+        cluster = state.clusters[timer.ref]
+        what = "disruption budget" if _budget_end(state, cluster, timer.track) is not None else "maintenance window"
+        verb = "ends (CHK-4)" if what == "disruption budget" else "opens"
+        why = f"the {what} of {timer.ref} ({TRACKS[timer.track].value}) {verb}"
     else:
         rollout_id = timer.ref
         where = f"{state.stages[timer.stage].spec.name}/{TRACKS[timer.track].value}"
         if timer.kind == "soak":
             why = f"the soak of {where} ends (rollout {rollout_id})"
+        elif timer.kind == "window":
+            why = f"the start window of {where} opens (CHK-3, rollout {rollout_id})"
         else:
             why = f"{where} reaches its 30-day maximum upgrade time and soaks anyway (SOAK-4, rollout {rollout_id})"
     return {"at": timer.at, "kind": timer.kind, "why": why}
@@ -112,6 +118,8 @@ def _live(state: EngineState, timer: Timer) -> bool:
         return False
     if timer.kind == "soak":
         return run.soaking and run.soak_end == timer.at
+    if timer.kind == "window":
+        return held_by_window(run)
     return timer.kind == "deadline" and run.active
 
 

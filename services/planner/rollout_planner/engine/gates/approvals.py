@@ -39,7 +39,14 @@ def _holds(state: EngineState, stage: StageRec, run: Run, position: GatePosition
         gate = state.gates[key] = GateRec(reached_at=state.now)
     if gate.approved_at is not None:
         return False
-    transition(state, run, StageState.AWAITING_APPROVAL, _REASONS[position], detail=waiting_text(gate, stage, position))
+    transition(
+        state,
+        run,
+        StageState.AWAITING_APPROVAL,
+        _REASONS[position],
+        detail=waiting_text(gate, stage, position),
+        gate=position,
+    )
     return True
 
 
