@@ -31,10 +31,10 @@ def limits_lines(kafka: dict[str, Any]) -> list[str]:
             f"{p.get('cpu_ratio', float('nan')):.1%} on CPU seconds: a raw read of a record is a few µs, the",
             f"  planner's is {cpu / p['events'] * 1e6:.0f} µs of CPU ({p['planner_cpu_s']:.2f} s for "
             f"{p['events']:,} events). Of its wall time, decoding the records took {decode:.2f} s, `decide` "
-            f"{p['in_decide_s']:.2f} s, the per-batch Redis write {p['in_persist_s']:.2f} s (of which "
-            f"{p['in_status_s']:.2f} s building {p.get('status_writes', '?')} status documents, each a walk over "
-            f"the fleet, and {p.get('in_full_snapshot_s', 0):.2f} s for {p.get('full_snapshots', '?')} full "
-            "snapshots).",
+            f"{p['in_decide_s']:.2f} s, the per-batch journal write {p['in_persist_s']:.2f} s (the next poll "
+            f"is decoded while it runs), {p['in_status_s']:.2f} s building {p.get('status_writes', '?')} status "
+            f"documents after the publish, each a walk over the fleet, and {p.get('in_full_snapshot_s', 0):.2f} s "
+            f"for {p.get('full_snapshots', '?')} full snapshots.",
             "- The per-batch write no longer grows with the fleet (19f4016 journals events and snapshots every",
             "  200 batches or 30 s); what is left is per record (decode, decide) and per batch (Redis write,",
             "  publish, commit, each a round trip). The raw consumer spent "

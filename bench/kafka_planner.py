@@ -162,13 +162,14 @@ async def _planner_run(
         initial_state=no_initial_state,  # type: ignore[arg-type]
     )
     # Attribution only: how much of the planner's time is the per-batch write and the decision.
-    import rollout_planner.service.planner as planner_module
+    import rollout_planner.service.durable_state as durable_module
+    import rollout_planner.service.status_writer as status_module
 
     dump_timer, status_timer, persist_timer, decide_timer = _Timed(), _Timed(), _Timed(), _Timed()
     snapshot_timer = _Timed()
-    original = (planner_module.engine_snapshot.dump, planner_module.encode_status)
-    planner_module.engine_snapshot.dump = dump_timer.wrap(original[0])  # type: ignore[attr-defined]
-    planner_module.encode_status = status_timer.wrap(original[1])  # type: ignore[assignment]
+    original = (durable_module.engine_snapshot.dump, status_module.encode_status)
+    durable_module.engine_snapshot.dump = dump_timer.wrap(original[0])  # type: ignore[attr-defined]
+    status_module.encode_status = status_timer.wrap(original[1])  # type: ignore[assignment]
     persist = planner._persist
     write_snapshot = planner._write_snapshot
     decide_fn = planner._decide
@@ -188,7 +189,7 @@ async def _planner_run(
     planner._write_snapshot = timed_snapshot  # type: ignore[method-assign]
     planner._decide = decide_timer.wrap(decide_fn)  # type: ignore[method-assign]
     decode_timer = _Timed()
-    planner._intake.decode = decode_timer.wrap(planner._intake.decode)  # type: ignore[method-assign]
+    planner._decision.intake.decode = decode_timer.wrap(planner._decision.intake.decode)  # type: ignore[method-assign]
     # Started only after the planner's run, and assigned rather than subscribed, so that it has
     # fetched nothing ahead while the planner worked and joins no group.
     raw = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
@@ -240,7 +241,7 @@ async def _planner_run(
         raw_s = time.perf_counter() - wall0
         raw_cpu_s = time.process_time() - cpu0
     finally:
-        planner_module.engine_snapshot.dump, planner_module.encode_status = original  # type: ignore[attr-defined,assignment]
+        durable_module.engine_snapshot.dump, status_module.encode_status = original  # type: ignore[attr-defined,assignment]
         await raw.stop()
         await planner.close()
         await bus.close()

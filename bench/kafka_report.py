@@ -38,6 +38,7 @@ class KafkaPlan:
     rollout_timeout_s: float
     health_workers: list[int] = field(default_factory=list)
     health_per_worker: int = 0
+    health_rounds: int = 8  # heartbeats per cluster after its first, at rest
 
 
 KAFKA_FULL = KafkaPlan(
@@ -132,6 +133,7 @@ def collect(plan: KafkaPlan, bootstrap: str, redis_url: str, *, isolate: bool, l
 
             runs = health_scaling.measure(plan.health_workers, plan.health_per_worker, bootstrap=bootstrap)
             out["health"] = [asdict(r) for r in runs]
+        out["health_steady"] = _health_at_rest(plan, infra, bootstrap=bootstrap, isolate=isolate, log=log)
         print("health monitor, in-process profile ...", file=log, flush=True)
         records = str(max(100, plan.health_per_worker))
         out["health_profile"] = _subprocess_json("bench.health_scaling", ["--profile-records", records])
@@ -149,6 +151,20 @@ def collect(plan: KafkaPlan, bootstrap: str, redis_url: str, *, isolate: bool, l
             )
             out["rollouts"].append(asdict(result))
     return out
+
+
+def _health_at_rest(plan: KafkaPlan, infra: list[str], *, bootstrap: str, isolate: bool, log: Any) -> Any:
+    """The monitor at rest: heartbeats 30 s apart that change nothing (the page's CPU per heartbeat)."""
+    print(f"health monitor at rest: {plan.health_workers} workers ...", file=log, flush=True)
+    if isolate:
+        args = ["--kind", "steady", "--rounds", str(plan.health_rounds), "--workers", *map(str, plan.health_workers)]
+        return _subprocess_json("bench.health_scaling", [*args, "--per-worker", str(plan.health_per_worker), *infra])
+    from bench import health_scaling
+
+    runs = health_scaling.measure(
+        plan.health_workers, plan.health_per_worker, bootstrap=bootstrap, kind="steady", rounds=plan.health_rounds
+    )
+    return [asdict(r) for r in runs]
 
 
 __all__ = [

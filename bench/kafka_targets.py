@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.health_page import cost_verdicts
+
 TARGET_PLANNER_CPU_RATIO = 0.5  # on CPU seconds: what load on a shared machine disturbs least
 TARGET_PLANNER_RATIO = 0.25  # on wall time
 TARGET_LATENCY_RATIO = 3.0
@@ -62,6 +64,7 @@ def verdicts(kafka: dict[str, Any]) -> list[tuple[str, bool, str]]:
                 + f"; {next(iter(health.values()))['partitions']} heartbeat partitions",
             )
         )
+    out += cost_verdicts(kafka.get("health", []), kafka.get("health_steady", []))
     for r in kafka["rollouts"]:
         out.append(
             (

@@ -12,6 +12,9 @@ from __future__ import annotations
 from enginekit import CP, V30, V31, V32, Driver, advances, cluster, sequence, stage
 
 from rollout_common.commands import Notice
+from rollout_common.status import ClusterStatus
+from rollout_planner.engine.snapshot import dump, load
+from rollout_planner.engine.views import cluster_status
 
 V29 = "1.29.8-gke.1000"
 
@@ -28,13 +31,15 @@ def test_ver_6_stat_5_a_lower_inventory_version_is_taken_said_and_targets_follow
             "a-01",
             "a",
             f"inventory reports cluster a-01 controlPlane on {V30}, below the {V31} the planner knew; "
-            f"taken as the version it runs; its targets are reckoned from {V30} (VER-6)",
+            f"taken as the version it runs; its targets are reckoned from {V30} (VER-6), and none goes below {V31} "
+            "(START-3)",
         ),
         (
             "a-01",
             "a",
             f"inventory reports cluster a-01 nodes on {V30}, below the {V31} the planner knew; "
-            f"taken as the version it runs; its targets are reckoned from {V30} (VER-6)",
+            f"taken as the version it runs; its targets are reckoned from {V30} (VER-6), and none goes below {V31} "
+            "(START-3)",
         ),
     ]
     # one minor at a time from what it runs: 1.31, not the 1.32 that 1.31 would be eligible for
@@ -57,7 +62,8 @@ def test_ver_6_a_lower_version_while_an_upgrade_is_in_flight_is_said_and_the_res
             "a-01",
             "a",
             f"inventory reports cluster a-01 nodes on {V29}, below the {V30} the planner knew; "
-            f"taken as the version it runs; its targets are reckoned from {V29} (VER-6)",
+            f"taken as the version it runs; its targets are reckoned from {V29} (VER-6), and none goes below {V30} "
+            "(START-3)",
         ),
     ]
     record = d.state.clusters["a-01"]
@@ -90,3 +96,26 @@ def test_a_higher_inventory_version_is_taken_without_a_notice() -> None:
     d = Driver(sequence(stage("a")), [cluster("a-01", V30)])
     assert _lowered(d.upsert(cluster("a-01", V31), at=1)) == []
     assert d.state.clusters["a-01"].versions[0].text == V31
+
+
+V30_23 = "1.30.23-gke.3000"
+V30_16 = "1.30.16-gke.3000"
+
+
+def test_start_3_no_upgrade_goes_below_the_version_a_cluster_ran_before_the_inventory_lowered_it() -> None:
+    """Fuzz seed 19258: a-01 joins on 1.30.23, then the inventory says 1.30.1. The release's 1.30.16 is
+    above what it reports but below what it ran: not handed out (no downgrade of what a cluster may
+    still run), and the status says why. A version above both goes out. A reloaded planner keeps it."""
+    d = Driver(sequence(stage("a")), [cluster("a-01", V30_23)])
+    d.upsert(cluster("a-01", "1.30.1-gke.300"), at=1)
+    assert advances(d.release({"1.30": V30_16}, at=2)) == []
+    assert cluster_status(d.state, d.state.clusters["a-01"]) == (
+        ClusterStatus.SKIPPED_NEWER,
+        f"ran {V30_23} before the inventory reported 1.30.1-gke.300; newer than {V30_16}",
+    )
+    reloaded = load(dump(d.state))
+    assert reloaded.clusters["a-01"].floor == d.state.clusters["a-01"].floor
+    assert [v.text for v in reloaded.clusters["a-01"].floor] == [V30_23, V30_23]
+    assert advances(d.release({"1.30": "1.30.30-gke.100"}, at=3, event_id="rel-2")) == [
+        ("a", "controlPlane", "1.30.30-gke.100", ["a-01"])
+    ]

@@ -195,3 +195,19 @@ async def test_an_intruder_cannot_read_commands_nor_the_executor_commit_as_the_p
             await asyncio.wait_for(consumer.commit({partition: 0}), 20)
     finally:
         await consumer.stop()
+
+
+async def test_a_planner_with_least_privilege_checks_the_topics_it_reads_without_a_false_finding(
+    secure: SecureKafka, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """READ implies DESCRIBE but not DESCRIBE_CONFIGS: the start-up look at the topics it reads
+    (issue 21) finds nothing wrong with topics the administrator made as the settings say, and
+    never stops the planner."""
+    with caplog.at_level("WARNING", logger="rollout.topics"):
+        async with planner_as(secure, redis_url) as planner:
+            async with asyncio.timeout(60):
+                while True:  # ready once its consumer has polled: the check ran before
+                    if planner.ready:
+                        break
+                    await asyncio.sleep(0.05)
+    assert [r.getMessage() for r in caplog.records if r.name == "rollout.topics"] == []

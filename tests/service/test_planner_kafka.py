@@ -10,17 +10,19 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
 import yaml
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from planner_harness import NEW, OLD, START, FakeFleet, make_planner, release
 from topic_reader import Message, bodies, caught_up, header, produce, read_topic
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.redis_store import RedisStore
+from rollout_common.errors import PermanentError
 from rollout_common.topics import ALL
 from rollout_common.topics.catalog import DEAD_LETTER, PROGRESS, RELEASE_TARGETS, STAGE_ADVANCE
 from rollout_planner.service.clock import ManualClock
@@ -301,3 +303,68 @@ async def test_a_killed_planner_process_restarts_and_resumes(
     assert_two_decisions(records)
     second.send_signal(signal.SIGTERM)
     assert second.wait(15) == 0
+
+
+class _DiesBeforePublishing(KafkaBus):
+    """The real bus, except that its first publish raises: the planner stops where a process
+    killed after its store write and before its publish would."""
+
+    def __init__(self, bootstrap: str, *, client_id: str) -> None:
+        super().__init__(bootstrap, client_id=client_id)
+        self.died = False
+
+    async def publish(
+        self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes] | None = None
+    ) -> None:
+        if not self.died:
+            self.died = True
+            raise PermanentError("stopped between the journal write and the publish")
+        await super().publish(topic, key=key, value=value, headers=headers)
+
+
+async def _records_on(bootstrap: str, topic: str) -> int:
+    """How many records the topic holds (its end offsets): an idempotent producer adds none by retrying."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        parts = [TopicPartition(topic, p) for p in range(STAGE_ADVANCE.partitions)]
+        return sum((await consumer.end_offsets(parts)).values())
+    finally:
+        await consumer.stop()
+
+
+async def test_bus_6_a_planner_stopped_between_its_journal_write_and_its_publish_publishes_once_after_a_restart(
+    kafka_bootstrap: str, redis_url: str, prefix: str, bus: KafkaBus
+) -> None:
+    """Over the real broker and Redis: the batch is durable in Redis (checkpoint batch 1 with its
+    outbox, nothing marked published) and nothing is on the stage-advance topic; the restarted planner
+    publishes the stored outbox before it polls, and the topic then holds exactly one stage advance."""
+    clock = ManualClock(START)
+    dying = _DiesBeforePublishing(kafka_bootstrap, client_id=f"{prefix}planner")
+    store = RedisStore(redis_url, namespace=prefix)
+    planner = make_planner(bus=dying, store=store, prefix=prefix, clock=clock)
+    try:
+        assert await planner.start()
+        await release(bus, prefix)
+        with pytest.raises(PermanentError, match="between the journal write and the publish"):
+            async with asyncio.timeout(60):
+                while True:
+                    await planner.step()
+        await planner.close()
+        checkpoint = json.loads(await store.get("planner/checkpoint") or b"{}")
+        assert checkpoint["batch"] == 1
+        assert [m["topic"] for m in checkpoint["outbox"]].count(prefix + STAGE_ADVANCE.name) == 1
+        assert await store.get("planner/published") is None
+        assert await _records_on(kafka_bootstrap, prefix + STAGE_ADVANCE.name) == 0
+    finally:
+        await dying.close()
+        await store.close()
+
+    async with kafka_planner(kafka_bootstrap, redis_url, prefix, clock) as resumed:
+        assert await resumed.start()  # publishes the stored outbox first
+        while await resumed.step():
+            pass
+        await resumed.close()
+    assert await _records_on(kafka_bootstrap, prefix + STAGE_ADVANCE.name) == 1
+    [record] = await read_topic(kafka_bootstrap, prefix + STAGE_ADVANCE.name, until=advances_at_least(1))
+    assert json.loads(record.value)["stage"] == "canary"

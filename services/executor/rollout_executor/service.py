@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 
+from rollout_adapters.read_topics import check_read_topics
 from rollout_adapters.shutdown import bounded_close, unless_stopped
 from rollout_common.errors import TransientError
 from rollout_common.ports import Bus, Consumer, Record
@@ -39,6 +40,7 @@ class ExecutorService:
         if self._settings.create_topics:
             specs = [self._settings.topic_spec(topic) for topic in (STAGE_ADVANCE, UPGRADE_RESULTS, DEAD_LETTER)]
             await unless_stopped(retried(lambda: self._bus.ensure_topics(specs), what="create topics"), stop)
+        await unless_stopped(retried(self._check_topics, what="check the topics it reads"), stop)
         consumer = self._bus.consumer(
             [prefix + STAGE_ADVANCE.name], group=self._settings.group(self._settings.group_id)
         )
@@ -47,6 +49,9 @@ class ExecutorService:
         finally:
             self.ready = False
             await bounded_close("the consumer", consumer.close())
+
+    async def _check_topics(self) -> None:
+        await check_read_topics(self._bus, self._settings, [STAGE_ADVANCE], reader="executor")
 
     async def _loop(self, consumer: Consumer, stop: asyncio.Event) -> None:
         max_records = self._settings.batch_max_records

@@ -26,9 +26,10 @@ def offered_versions(offer: Offer, cluster: ClusterRec, track: int) -> list[Vers
 
 
 def allowed(cluster: ClusterRec, track: int, version: Version, planned_cp: Version) -> bool:
-    """VER-6: control plane at most one minor up; nodes never above the control plane; no downgrade."""
-    current = cluster.versions[track]
-    if version <= current:
+    """VER-6: control plane at most one minor up; nodes never above the control plane; no downgrade,
+    neither below the version it runs nor below a higher one it ran before the inventory lowered it."""
+    current, floor = cluster.versions[track], cluster.floor[track]
+    if version <= current or (floor is not None and version < floor):
         return False
     if track == CP:
         return version.minor <= current.minor.next()

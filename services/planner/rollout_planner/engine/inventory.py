@@ -278,6 +278,9 @@ def _upsert(state: EngineState, spec: Cluster, old: ClusterRec | None) -> Cluste
         lowered = reported < known
         if old.running[track] is None and not (lowered and old.done_by[track]):
             old.versions = put(old.versions, track, reported)
+            if lowered:
+                floor = old.floor[track]
+                old.floor = put(old.floor, track, known if floor is None else max(floor, known))
         if lowered:
             _lowered_notice(state, old, track, reported=reported, known=known)
     return old
@@ -294,7 +297,10 @@ def _lowered_notice(state: EngineState, cluster: ClusterRec, track: int, *, repo
             "(VERSION_MISMATCH)"
         )
     else:
-        outcome = f"taken as the version it runs; its targets are reckoned from {reported.text} (VER-6)"
+        outcome = (
+            f"taken as the version it runs; its targets are reckoned from {reported.text} (VER-6), and "
+            f"none goes below {known.text} (START-3)"
+        )
     state.emit(
         Notice(
             code="VERSION_LOWERED",

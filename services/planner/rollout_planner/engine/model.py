@@ -120,6 +120,7 @@ _PAIR_FIELDS = frozenset(
     (
         "done_by",
         "failed",
+        "floor",
         "mismatch",
         "not_done",
         "origin",
@@ -146,6 +147,7 @@ class ClusterRec:
         "done_by",
         "failed",
         "finished_at",
+        "floor",
         "mismatch",
         "name",
         "not_done",
@@ -197,6 +199,9 @@ class ClusterRec:
         self.mismatch: tuple[Version | None, Version | None] = NO_PAIR
         # CHK-4, per track: when its last upgrade finished (the inventory's or ours, the later one)
         self.upgraded_at: tuple[float | None, float | None] = NO_PAIR
+        # per track: the highest version the planner knew the cluster on, kept when the inventory
+        # reports a lower one; no upgrade goes below it (START-3: never to a lower version)
+        self.floor: tuple[Version | None, Version | None] = NO_PAIR
 
     # A copy (pickle: the planner's trial decisions) would hold copies of the shared pairs, which
     # identity checks (`is NO_PAIR`) would take for other values: a copy shares them again.

@@ -182,6 +182,7 @@ def _clusters(
     kept = [(i, _kept_targets(c)) for i, c in enumerate(records) if c.running is not NO_PAIR or c.failed is not NO_PAIR]
     mismatched = [[i, [_v(v) for v in c.mismatch]] for i, c in enumerate(records) if c.mismatch is not NO_PAIR]
     upgraded = [[i, list(c.upgraded_at)] for i, c in enumerate(records) if c.upgraded_at is not NO_PAIR]
+    floors = [[i, [_v(v) for v in c.floor]] for i, c in enumerate(records) if c.floor is not NO_PAIR]
     return {
         "names": list(map(_name_of, records)),
         "profile": list(map(profiles.__getitem__, map(id, map(_profile_of, records)))),
@@ -197,6 +198,8 @@ def _clusters(
         **({"mismatch": mismatched} if mismatched else {}),
         # CHK-4: when each track's last upgrade finished, for the clusters where one is known
         **({"upgradedAt": upgraded} if upgraded else {}),
+        # the versions an inventory lowering left as floors (START-3), only where there is one
+        **({"floors": floors} if floors else {}),
     }
 
 
@@ -443,6 +446,8 @@ def _load_clusters(raw: dict[str, Any], profiles: list[ClusterProfile]) -> dict[
         records[index].mismatch = pair(_pv(reported[0]), _pv(reported[1]))
     for index, at in raw.get("upgradedAt", []):
         records[index].upgraded_at = pair(at[0], at[1])
+    for index, floor in raw.get("floors", []):
+        records[index].floor = pair(_pv(floor[0]), _pv(floor[1]))
     return out
 
 

@@ -109,6 +109,13 @@ def _untargeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track:
         return ClusterStatus.COMPLETE, None
     if all(v < current for v in candidates):
         return ClusterStatus.SKIPPED_NEWER, f"already on {current}, newer than {max(candidates)}"
+    floor = cluster.floor[track]
+    if floor is not None and all(v < floor for v in candidates):
+        # the inventory lowered it: no upgrade goes below (or to) the version it ran before
+        return (
+            ClusterStatus.SKIPPED_NEWER,
+            f"ran {floor} before the inventory reported {current}; newer than {max(candidates)}",
+        )
     return ClusterStatus.INELIGIBLE, IneligibleType.INCOMPATIBLE_VERSION.value
 
 

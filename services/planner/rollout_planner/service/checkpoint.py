@@ -1,9 +1,9 @@
 """What the planner keeps in the store, and under which keys.
 
-One atomic `put_many` writes the engine snapshot, the checkpoint (offsets applied, timer,
-outbox) and the status document together, so after a crash they always agree: the offsets say
-exactly which records the snapshot already contains, and the outbox holds what that decision
-still has to publish.
+One atomic `put_many` writes a batch's journal entry with the checkpoint (offsets applied, timer,
+outbox), so after a crash they always agree: the offsets say exactly which records the stored
+state (snapshot plus journal) already contains, and the outbox holds what that decision still has
+to publish. The status document follows the publish (`status_writer`).
 """
 
 from __future__ import annotations

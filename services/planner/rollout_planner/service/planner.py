@@ -1,74 +1,55 @@
-"""The planner loop: poll, decide once per batch, persist atomically, publish, commit.
+"""The planner service: its terms as the lease holder, and the poll loop of each term.
 
-The order is what makes at-least-once delivery safe (BUS-3, BUS-6):
+The order within a batch is what makes at-least-once delivery safe (BUS-3, BUS-6):
 
-1. records already contained in the snapshot (offset below the stored one) are skipped;
-   undecodable ones become dead letters (BUS-4), the rest one `EventBatch`;
-2. snapshot + offsets + outbox + status go to the store in ONE atomic write;
-3. the outbox is published, then marked published;
+1. records already contained in the stored state (offset below the checkpoint's) are skipped;
+   undecodable ones become dead letters (BUS-4), the rest one `EventBatch` (`batch_decision`);
+2. the batch's journal entry, checkpoint and outbox go to the store in ONE atomic write
+   (`durable_state`);
+3. the outbox is published, then marked published with the status document when due
+   (`publish_path`, `status_writer`): the document is encoded after the commands went out;
 4. the Kafka offsets are committed.
 
 A crash after 2 re-publishes the outbox on restart (same ids: consumers drop the duplicate); a
-crash before 2 loses nothing, the records come again and are decided again from the old snapshot.
+crash before 2 loses nothing, the records come again and are decided again from the stored state.
+A term starts when this planner takes the lease (BUS-8) and ends when it stops or loses it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import functools
 import logging
-import pickle
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar, cast
 
 from rollout_adapters.dead_letter_metrics import DeadLetterMetrics
-from rollout_common.commands import Command, StageAdvance, WakeAt
-from rollout_common.errors import InvalidInputError, PermanentError, TransientError
-from rollout_common.events import Event, EventBatch, WakeUp
+from rollout_adapters.read_topics import check_read_topics
+from rollout_common.commands import Command
+from rollout_common.errors import PermanentError, TransientError
+from rollout_common.events import Event, WakeUp
 from rollout_common.ports import Bus, Consumer, Record, Store
 from rollout_common.topics import ALL
 from rollout_planner.engine import EngineState
 from rollout_planner.engine import decide as engine_decide
-from rollout_planner.engine import snapshot as engine_snapshot
-from rollout_planner.service.checkpoint import (
-    CHECKPOINT_KEY,
-    PUBLISHED_KEY,
-    SNAPSHOT_KEY,
-    STATUS_KEY,
-    Checkpoint,
-    IncompatibleSnapshotError,
-)
+from rollout_planner.service.batch_decision import BatchDecision, Taken, follow_timer, log_commands
+from rollout_planner.service.checkpoint import STATUS_KEY, Checkpoint
 from rollout_planner.service.clock import Clock
-from rollout_planner.service.intake import Intake, in_decision_order
-from rollout_planner.service.journal import (
-    ENGINE_VERSION,
-    GAP_REMEDY,
-    SNAPSHOT_BATCH_KEY,
-    JournalGapError,
-    JournalReplayError,
-    decode_entry,
-    encode_entry,
-    journal_key,
-)
+from rollout_planner.service.durable_state import DurableState
+from rollout_planner.service.intake import INPUT_TOPICS, Intake, in_decision_order
 from rollout_planner.service.leadership import LeaseLostError
 from rollout_planner.service.lease_keeper import PlannerLease
 from rollout_planner.service.metrics import PlannerMetrics
-from rollout_planner.service.outbox import Outbox, OutboxMessage
-from rollout_planner.service.quarantine import Decide, describe, engine_version, search
+from rollout_planner.service.outbox import Outbox
+from rollout_planner.service.publish_path import PublishPath
+from rollout_planner.service.quarantine import Decide, describe
+from rollout_planner.service.retrying import Retrier
+from rollout_planner.service.set_aside import SetAside
 from rollout_planner.service.settings import PlannerSettings
-from rollout_planner.service.status_document import encode_status
+from rollout_planner.service.status_writer import StatusWriter, changes_status
 from rollout_planner.service.unknown_clusters import UnknownClusterNotices
 
 log = logging.getLogger("rollout.planner")
 
-T = TypeVar("T")
-# The status document walks the whole fleet (tens of ms at 10k clusters, more on a loaded core):
-# outside state changes it is rebuilt at most this share of the time, however short
-# status_interval_s is, so a large fleet's status never slows the decisions down.
-STATUS_SHARE = 0.05
 # Builds the engine state when the store holds no snapshot yet; returns None while there is
 # nothing to plan (no sequence applied), and is asked again later.
 InitialState = Callable[[], Awaitable[EngineState | None]]
@@ -95,30 +76,50 @@ class Planner:
         self._clock = clock
         self._initial_state = initial_state
         self._engine_decide = decide
-        # the record each event of the current batch came from, to dead-letter it (BUS-9)
-        self._origin: dict[int, Record] = {}
         self.metrics = metrics or PlannerMetrics()
         self.dead_letters = DeadLetterMetrics(self.metrics.registry)
-        self._intake = Intake(prefix=settings.topic_prefix, max_future_skew_s=settings.max_future_skew_s)
-        self._unknown = UnknownClusterNotices(interval_s=settings.unknown_notice_interval_s)
-        self._consumer: Consumer | None = None
         self._stopping = asyncio.Event()
+        self._retrier = Retrier(
+            backoff_s=settings.retry_backoff_s,
+            backoff_max_s=settings.retry_backoff_max_s,
+            stopping=self._stopping,
+            on_failure=self._not_ready,
+        )
+        self._decision = self._batch_decision()
+        self._set_aside = SetAside(
+            decide=decide, metrics=self.metrics, dead_letters=self.dead_letters, source=settings.source
+        )
+        self._consumer: Consumer | None = None
         self.ready = False
         self.lease = lease or self._new_lease()
         self._new_term()
+
+    def _batch_decision(self) -> BatchDecision:
+        settings = self._settings
+        return BatchDecision(
+            intake=Intake(prefix=settings.topic_prefix, max_future_skew_s=settings.max_future_skew_s),
+            decide=self._engine_decide,
+            metrics=self.metrics,
+            dead_letters=self.dead_letters,
+            unknown=UnknownClusterNotices(interval_s=settings.unknown_notice_interval_s),
+            source=settings.source,
+        )
 
     def _new_term(self) -> None:
         """Forget everything held in memory: a term starts from the store (after taking the lease)."""
         self._state: EngineState | None = None
         self.checkpoint = Checkpoint()
-        self._published = 0
         self._restored = False
-        # when the last full snapshot and status document were written (batch number, wall time)
-        self._snapshot_batch = 0
-        self._snapshot_wall = time.monotonic()
-        self._status_wall = float("-inf")
-        self._status_cost = 0.0  # seconds the last status document took to build
-        self._status_batch = -1  # the batch the last status document described
+        self._durable = DurableState(
+            store=self._store,
+            lease=self.lease,
+            settings=self._settings,
+            retrier=self._retrier,
+            decide=self._engine_decide,
+        )
+        self._publish_path = PublishPath(bus=self._bus, lease=self.lease, retrier=self._retrier)
+        self._status = StatusWriter(interval_s=self._settings.status_interval_s, metrics=self.metrics)
+        self._prefetched: Taken | None = None  # the next poll, decoded while a batch was written
 
     @property
     def state(self) -> EngineState:
@@ -126,30 +127,40 @@ class Planner:
             raise PermanentError("the planner has not started")
         return self._state
 
-    # -- life cycle ----------------------------------------------------------------------
+    def _not_ready(self) -> None:
+        self.ready = False
+
+    # -- life cycle and the lease --------------------------------------------------------
 
     async def start(self) -> bool:
-        """Stand by until this planner holds the lease (BUS-8), create topics, restore or build the
-        state, finish an interrupted publish; False if stopped first."""
+        """Stand by until this planner holds the lease (BUS-8), create and check topics, restore or
+        build the state, finish an interrupted publish; False if stopped first."""
         if not await self.lease.wait_until_held(self._stopping):
             return False
         self.lease.start_renewing()
-        if self._settings.create_topics:
-            specs = [self._settings.topic_spec(topic) for topic in ALL]
-            await self._retrying("create topics", lambda: self._bus.ensure_topics(specs))
+        await self._prepare_topics()
         if not await self._restore():
             return False
         await self._flush_outbox()
         # Each assigned partition starts where the checkpoint says, not where the group committed:
         # a Redis restored from an older backup replays what Kafka had already seen committed.
         self._consumer = self._bus.consumer(
-            self._intake.topics,
+            self._decision.intake.topics,
             group=self._settings.group(self._settings.planner_group),
             start_at=self._checkpointed_offset,
         )
         self.ready = True
         log.info("planner started", extra={"batch": self.checkpoint.batch, "wake_at": self.checkpoint.wake_at})
         return True
+
+    async def _prepare_topics(self) -> None:
+        if self._settings.create_topics:
+            specs = [self._settings.topic_spec(topic) for topic in ALL]
+            await self._retrier.call("create topics", lambda: self._bus.ensure_topics(specs))
+        await self._retrier.call(
+            "check the topics it reads",
+            lambda: check_read_topics(self._bus, self._settings, INPUT_TOPICS, reader="planner"),
+        )
 
     async def run(self) -> None:
         """Start, then handle batches until `stop()`; a lost lease sends the planner back to standby."""
@@ -197,9 +208,27 @@ class Planner:
             max_stall_s=self._settings.lease_max_stall_s,
         )
 
+    async def _restore(self) -> bool:
+        restored = await self._durable.load()
+        if restored is not None:
+            self._state, self.checkpoint = restored.state, restored.checkpoint
+            self._publish_path.published = restored.published
+            self._restored = True
+            log.info("restored the snapshot", extra={"batch": self.checkpoint.batch})
+            return True
+        while not self._stopping.is_set():
+            state = await self._retrier.call("build the initial state", self._initial_state)
+            if state is not None:
+                self._state = state
+                await self._write_snapshot()  # the base the journal replays onto after a restart
+                return True
+            log.info("no sequence to plan yet; waiting for one to be applied")
+            await self._retrier.pause(self._settings.sequence_wait_s)
+        return False
+
     async def _stop_snapshot(self) -> None:
         """A clean stop writes a full snapshot, so the next start replays no journal."""
-        if self._state is None or self.checkpoint.batch == self._snapshot_batch:
+        if self._state is None or self.checkpoint.batch == self._durable.snapshot_batch:
             return
         try:
             await self._write_snapshot()
@@ -223,319 +252,128 @@ class Planner:
             self._consumer = None
         await self.lease.release()
 
-    # -- one batch -----------------------------------------------------------------------
+    # -- the poll loop -------------------------------------------------------------------
 
     async def step(self) -> int:
-        """Poll once and handle what came (or a due timer); returns how many records were polled."""
+        """Poll once (or take the poll decoded during the last write) and handle what came, or a due
+        timer; returns how many records were handled. The batch is published when it returns."""
         assert self._consumer is not None, "start() first"
         await self.lease.keep()
         await self._flush_outbox()
+        taken, self._prefetched = self._prefetched, None
+        if taken is None:
+            records = await self._poll(self._poll_timeout())
+            if records is None:
+                await self._retrier.pause(self._settings.retry_backoff_s)
+                return 0
+            taken = self._decision.decode(records, self.checkpoint, now=self._clock.now())
+        now = self._clock.now()
+        due = self.checkpoint.wake_at is not None and self.checkpoint.wake_at <= now
+        if not taken.records and not due:
+            await self._status_if_behind()
+            return 0
+        await self._handle(taken, now=now, due=due)
+        await self._commit(taken.records)
+        return len(taken.records)
+
+    async def _poll(self, timeout_s: float) -> list[Record] | None:
+        """The next records; None when the broker failed (the planner is not ready meanwhile)."""
+        assert self._consumer is not None
         try:
-            records = await self._consumer.poll(
-                max_records=self._settings.poll_max_records, timeout_s=self._poll_timeout()
-            )
+            records = await self._consumer.poll(max_records=self._settings.poll_max_records, timeout_s=timeout_s)
         except TransientError as exc:
             self.ready = False
             log.warning("poll failed; retrying", extra={"error": str(exc)})
-            await self._pause(self._settings.retry_backoff_s)
-            return 0
+            return None
         self.ready = True
         await self.metrics.observe_lag(self._consumer)
-        now = self._clock.now()
-        due = self.checkpoint.wake_at is not None and self.checkpoint.wake_at <= now
-        if not records and not due:
-            await self._status_if_behind()
-            return 0
-        await self._handle(records, now=now, due=due)
-        await self._commit(records)
-        return len(records)
+        return records
 
-    async def _handle(self, records: Sequence[Record], *, now: float, due: bool) -> None:
+    async def _handle(self, taken: Taken, *, now: float, due: bool) -> None:
         batch = self.checkpoint.batch + 1
         outbox = Outbox(prefix=self._settings.topic_prefix, source=self._settings.source, batch=batch, at=now)
-        events = self._take(records, outbox, now=now)
+        events = self._decision.admit(taken, self.checkpoint, outbox)
         if not events and not due and not outbox.messages:
-            return  # only records the snapshot already holds: nothing to decide or to write
+            return  # only records the stored state already holds: nothing to decide or to write
         if due:
             self.checkpoint.wake_at = None  # fired; the engine names the next one, if any
             events.append(WakeUp())
         events = in_decision_order(events)
         self.lease.check()  # a planner that lost its lease decides nothing more (BUS-8)
-        commands, events = await self._decide_or_quarantine(events, now, outbox) if events else ([], events)
-        commands = self._thin_unknown(commands, now=now)
+        commands, events = await self._decide_or_set_aside(events, now, outbox) if events else ([], events)
+        commands = self._decision.thin_unknown(commands, now=now)
         outbox.add_commands(commands)
-        self._follow_timer(commands)
+        follow_timer(self.checkpoint, commands)
         self.checkpoint.batch = batch
         self.checkpoint.outbox = outbox.messages
-        await self._persist(events, now=now, urgent=_changes_status(commands))
-        self._log_commands(commands, batch)
-        await self._flush_outbox()
+        await self._persist_and_prefetch(events, now=now)
+        log_commands(commands, batch)
+        await self._flush_outbox(urgent=changes_status(commands))
         # Only after the publish: a full snapshot compacts the journal (tens of ms at 1k clusters,
         # far more at scale) and the decision is already durable without it, so it must not sit
         # between an event and the commands it caused.
-        await self._snapshot_if_due()
+        if self._durable.snapshot_due(batch):
+            await self._write_snapshot()
 
-    def _take(self, records: Sequence[Record], outbox: Outbox, *, now: float) -> list[Event]:
-        events: list[Event] = []
-        self._origin = {}
-        for record in records:
-            if self.checkpoint.applied(record.topic, record.partition, record.offset):
-                self.metrics.duplicates_skipped.inc()
-                continue
-            try:
-                events.append(self._intake.decode(record, now=now))
-                self._origin[id(events[-1])] = record
-            except InvalidInputError as exc:
-                outbox.add_dead_letter(record, str(exc))
-                self.metrics.dead_letters.inc()
-                self.dead_letters.record(record, reason=str(exc), source=self._settings.source)
-            self.checkpoint.advance(record.topic, record.partition, record.offset)
-        return events
+    async def _persist_and_prefetch(self, events: list[Event], *, now: float) -> None:
+        """Write the batch durably and, while the store works, poll and decode the next records
+        (decoding touches no state: the next batch is decided only after this one is published)."""
+        write = asyncio.create_task(self._persist(events, now=now))
+        try:
+            records = await self._poll(0.0)
+            if records:
+                self._prefetched = self._decision.decode(records, self.checkpoint, now=self._clock.now())
+        finally:
+            await write
 
     def _decide(self, events: list[Event], now: float) -> list[Command]:
-        started = time.perf_counter()
-        _, commands = self._engine_decide(self.state, EventBatch(events=tuple(events)), now)
-        self.metrics.decision_seconds.observe(time.perf_counter() - started)
-        # one counter update per kind, not per event: a label lookup costs about as much as decoding
-        for kind, count in collections.Counter(event.kind for event in events).items():
-            self.metrics.events_applied.labels(kind=kind).inc(count)
-        self.metrics.batches_emitted.inc(sum(isinstance(c, StageAdvance) for c in commands))
-        self.metrics.observe_commands(commands)
-        return commands
+        return self._decision.decide(self.state, events, now)
 
-    async def _decide_or_quarantine(
+    async def _decide_or_set_aside(
         self, events: list[Event], now: float, outbox: Outbox
     ) -> tuple[list[Command], list[Event]]:
         """The batch's commands and the events they were decided from: all, or all but those set aside."""
         try:
             return self._decide(events, now), events
         except Exception as exc:
-            return await self._quarantine(events, now, outbox, exc)
+            log.error("the engine raised on a batch; searching what to set aside", extra={"error": describe(exc)})
+            before = await self._durable.stored_state(self.checkpoint)
+            self._state, commands, kept = self._set_aside.apply(
+                before, events, origin=self._decision.origin, now=now, error=exc, outbox=outbox
+            )
+            return commands, kept
 
-    async def _quarantine(
-        self, events: list[Event], now: float, outbox: Outbox, error: Exception
-    ) -> tuple[list[Command], list[Event]]:
-        """BUS-9: from the state before the batch, set aside the events that make the engine raise."""
-        log.error("the engine raised on a batch; searching it for what to set aside", extra={"error": describe(error)})
-        before = await self._stored_state()
-        # Trial copies via pickle (in memory, our own objects only): about 4 times faster than a
-        # snapshot load, which validates every record.
-        frozen = pickle.dumps(before, protocol=pickle.HIGHEST_PROTOCOL)
-        copies = [before]
+    async def _persist(self, events: list[Event], *, now: float) -> None:
+        """The batch's journal entry and checkpoint in one atomic write: the decision is durable."""
+        items = self._durable.journal_items(self.checkpoint, events, now=now)
+        await self._durable.write(items, doing="persist the batch")
+        self.metrics.last_batch.set(self.checkpoint.batch)
 
-        def fresh() -> EngineState:
-            return copies.pop() if copies else cast(EngineState, pickle.loads(frozen))
-
-        found = search(
-            decide=self._engine_decide,
-            fresh=fresh,
-            events=[e for e in events if id(e) in self._origin],
-            fixed=[e for e in events if id(e) not in self._origin],
-            now=now,
-            error=error,
-        )
-        self._state = found.state
-        version = engine_version()
-        for rejected in found.rejected:
-            record = self._origin[id(rejected.event)]
-            cause = describe(rejected.error)
-            reason = f"quarantined: the planner's decision raised {cause} on this {rejected.event.kind} event (BUS-9)"
-            outbox.add_dead_letter(record, reason, extra={"dlq_error": cause, "dlq_engine_version": version})
-            self.metrics.dead_letters.inc()
-            self.metrics.quarantined.labels(kind=rejected.event.kind).inc()
-            self.dead_letters.record(record, reason=reason, source=self._settings.source)
-            log.error("event set aside", extra={"kind": rejected.event.kind, "error": cause, "offset": record.offset})
-        for event in found.applied:
-            self.metrics.events_applied.labels(kind=event.kind).inc()
-        self.metrics.batches_emitted.inc(sum(isinstance(c, StageAdvance) for c in found.commands))
-        self.metrics.observe_commands(found.commands)
-        return found.commands, [e for e in events if not any(e is r.event for r in found.rejected)]
-
-    async def _stored_state(self) -> EngineState:
-        """The state before the current batch, as a restart would rebuild it: snapshot plus journal."""
-        snapshot = await self._retrying("read the snapshot", lambda: self._store.get(SNAPSHOT_KEY))
-        if snapshot is None:
-            where = f"{self._settings.redis_namespace}:{SNAPSHOT_KEY}"
-            raise PermanentError(f"no stored snapshot ({where}) to rebuild the state from")
-        self._state = engine_snapshot.load(snapshot)
-        await self._replay_journal()
-        return self._state
-
-    def _thin_unknown(self, commands: list[Command], *, now: float) -> list[Command]:
-        """Unknown clusters counted, and said once per name per period (not once per readiness event)."""
-        before = self._unknown.events
-        commands = self._unknown.filter(commands, now=now)
-        self.metrics.unknown_cluster_events.inc(self._unknown.events - before)
-        self.metrics.unknown_clusters.set(self._unknown.names)
-        return commands
-
-    def _follow_timer(self, commands: Sequence[Command]) -> None:
-        # One timer: the latest WakeAt replaces any earlier one.
-        for command in commands:
-            if isinstance(command, WakeAt):
-                self.checkpoint.wake_at = command.at
-
-    def _log_commands(self, commands: Sequence[Command], batch: int) -> None:
-        for command in commands:
-            if isinstance(command, WakeAt):
-                continue
-            # Under one key: a command's own field names (message, ...) must not clash with the
-            # LogRecord's; the rollout id stays top level so logs can be filtered by it.
-            rollout_id = getattr(command, "rollout_id", None)
-            details = command.model_dump(mode="json", by_alias=True, exclude={"kind"})
-            log.info(command.kind, extra={"batch": batch, "rollout_id": rollout_id, "command": details})
-
-    # -- the store -----------------------------------------------------------------------
-
-    async def _restore(self) -> bool:
-        snapshot, checkpoint, published = await self._retrying(
-            "read the snapshot", lambda: self._store.get_many([SNAPSHOT_KEY, CHECKPOINT_KEY, PUBLISHED_KEY])
-        )
-        if snapshot is not None and checkpoint is not None:
-            try:
-                self._state = engine_snapshot.load(snapshot)
-                self.checkpoint = Checkpoint.model_validate_json(checkpoint)
-                await self._replay_journal()
-            except (ValueError, KeyError, TypeError) as exc:  # JSON and pydantic errors are ValueErrors
-                raise IncompatibleSnapshotError(
-                    f"the stored snapshot ({self._settings.redis_namespace}:{SNAPSHOT_KEY}) cannot be loaded: "
-                    f"{str(exc).splitlines()[0]}"
-                ) from exc
-            self._published = int(published or 0)
-            self._restored = True
-            log.info("restored the snapshot", extra={"batch": self.checkpoint.batch})
-            return True
-        while not self._stopping.is_set():
-            state = await self._retrying("build the initial state", self._initial_state)
-            if state is not None:
-                self._state = state
-                await self._write_snapshot()  # the base the journal replays onto after a restart
-                return True
-            log.info("no sequence to plan yet; waiting for one to be applied")
-            await self._pause(self._settings.sequence_wait_s)
-        return False
-
-    async def _persist(self, events: list[Event], *, now: float, urgent: bool) -> None:
-        """Journal the batch with its checkpoint in one atomic write, with the status document when due.
-
-        The journal entry is small whatever the fleet size; the status document, which walks the
-        fleet, is written only every so often, or at once when a stage or rollout changed state so
-        that `rollout status` is never behind on those. The full snapshot follows the publish.
-        """
+    async def _flush_outbox(self, *, urgent: bool = False) -> None:
+        """Publish the last batch's outbox unless that already happened (BUS-6), then write the mark
+        and, when due, the status document in one store write."""
         batch = self.checkpoint.batch
-        items = {
-            journal_key(batch): encode_entry(batch=batch, now=now, events=events),
-            CHECKPOINT_KEY: self.checkpoint.model_dump_json().encode(),
-        }
-        wall = time.monotonic()
-        if urgent or wall - self._status_wall >= max(
-            self._settings.status_interval_s, self._status_cost / STATUS_SHARE
-        ):
-            items[STATUS_KEY] = self._status_document(batch, started=wall)
-        await self._retrying("persist the batch", lambda: self.lease.put_many(items))
-        if STATUS_KEY in items:
-            self._status_batch = batch
-            self.metrics.observe_status(items[STATUS_KEY])
-        self.metrics.last_batch.set(batch)
-
-    def _status_document(self, batch: int, *, started: float) -> bytes:
-        document = encode_status(self.state, batch=batch)
-        self._status_cost = time.monotonic() - started
-        self._status_wall = started
-        return document
+        items = await self._publish_path.publish(self.checkpoint)
+        document = self._status.encode(self.state, batch) if self._status.due(batch, urgent=urgent) else None
+        if document is not None:
+            items[STATUS_KEY] = document
+        if items:
+            await self._durable.write(items, doing="mark the outbox published")
+        self._publish_path.marked(batch)
+        if document is not None:
+            self._status.written(batch, document)
 
     async def _status_if_behind(self) -> None:
-        """With nothing to decide, bring a status document the throttle left behind up to date:
-        under a steady stream of a large fleet's events it is rebuilt only every so often, and a
-        planner that has caught up must not leave `rollout status` describing an older batch."""
+        """With nothing to decide, bring a status document the throttle left behind up to date."""
         batch = self.checkpoint.batch
-        if self._state is None or self._status_batch >= batch:
+        if self._state is None or not self._status.behind(batch):
             return
-        wall = time.monotonic()
-        if wall - self._status_wall < self._settings.status_interval_s:
-            return
-        document = self._status_document(batch, started=wall)
-        await self._retrying("write the status", lambda: self.lease.put_many({STATUS_KEY: document}))
-        self._status_batch = batch
-        self.metrics.observe_status(document)
-
-    async def _snapshot_if_due(self) -> None:
-        if (
-            self.checkpoint.batch - self._snapshot_batch >= self._settings.snapshot_every_batches
-            or time.monotonic() - self._snapshot_wall >= self._settings.snapshot_interval_s
-        ):
-            await self._write_snapshot()
+        document = self._status.encode(self.state, batch)
+        await self._durable.write({STATUS_KEY: document}, doing="write the status")
+        self._status.written(batch, document)
 
     async def _write_snapshot(self) -> None:
-        """A full snapshot at the current batch, then the journal entries it makes unnecessary go."""
-        batch = self.checkpoint.batch
-        items = {
-            SNAPSHOT_KEY: engine_snapshot.dump(self.state),
-            SNAPSHOT_BATCH_KEY: str(batch).encode(),
-            CHECKPOINT_KEY: self.checkpoint.model_dump_json().encode(),
-        }
-        # The journal entries the snapshot makes unnecessary go in the same atomic write.
-        trimmed = [journal_key(old) for old in range(self._snapshot_batch, batch + 1)]
-        await self._retrying("write the snapshot", lambda: self.lease.put_many(items, delete=trimmed))
-        self._snapshot_batch, self._snapshot_wall = batch, time.monotonic()
-
-    async def _replay_journal(self) -> None:
-        """Bring the loaded snapshot up to the checkpoint by deciding the journaled batches again."""
-        raw_batch = await self._retrying("read the snapshot batch", lambda: self._store.get(SNAPSHOT_BATCH_KEY))
-        base = int(raw_batch) if raw_batch is not None else self.checkpoint.batch
-        self._snapshot_batch = base
-        wanted = list(range(base + 1, self.checkpoint.batch + 1))
-        keys = [journal_key(b) for b in wanted]
-        stored = await self._retrying("read the journal", lambda: self._store.get_many(keys))
-        for batch, data in zip(wanted, stored, strict=True):
-            if data is None:
-                missing = [b for b, d in zip(wanted, stored, strict=True) if d is None]
-                raise JournalGapError(
-                    f"the journal misses {len(missing)} batch(es) from {missing[0]} to {missing[-1]} between the "
-                    f"snapshot (batch {base}) and the checkpoint (batch {self.checkpoint.batch}): {GAP_REMEDY}"
-                )
-            self._replay_entry(batch, data)
-        if wanted:
-            log.info("replayed the journal", extra={"from_batch": base + 1, "to_batch": self.checkpoint.batch})
-
-    def _replay_entry(self, batch: int, data: bytes) -> None:
-        """Decide one journaled batch again; a failure is reported as the journal's, not the snapshot's."""
-        try:
-            entry = decode_entry(data)
-        except ValueError as exc:
-            raise JournalReplayError(
-                f"the journal entry of batch {batch} cannot be read ({describe(exc)}); it was written by another "
-                "version of the planner, or damaged: see 'Journal replay failed' in docs/operations.md"
-            ) from exc
-        if entry.engine_version != ENGINE_VERSION:
-            log.warning(
-                "replaying a batch another engine version decided",
-                extra={"batch": batch, "written_by": entry.engine_version, "replayed_by": ENGINE_VERSION},
-            )
-        try:
-            self._engine_decide(self.state, EventBatch(events=entry.events), entry.now)
-        except Exception as exc:
-            raise JournalReplayError(
-                f"replaying the journal's batch {batch} raised {describe(exc)} in engine {engine_version()}: this "
-                "engine cannot apply events an earlier planner applied; see 'Journal replay failed' in "
-                "docs/operations.md"
-            ) from exc
-
-    async def _flush_outbox(self) -> None:
-        """Publish the last batch's outbox unless that already happened (BUS-6)."""
-        if self._published >= self.checkpoint.batch or not self.checkpoint.outbox:
-            self._published = self.checkpoint.batch
-            return
-        self.lease.check()
-        for message in self.checkpoint.outbox:
-            await self._retrying(f"publish to {message.topic}", functools.partial(self._publish, message))
-        batch = self.checkpoint.batch
-        published = {PUBLISHED_KEY: str(batch).encode()}
-        await self._retrying("mark the outbox published", lambda: self.lease.put_many(published))
-        self._published = batch
-
-    async def _publish(self, message: OutboxMessage) -> None:
-        await self._bus.publish(message.topic, key=message.key, value=message.value, headers=message.headers)
+        await self._durable.write_snapshot(self.state, self.checkpoint)
 
     async def _commit(self, records: Sequence[Record]) -> None:
         if not records or self._consumer is None:
@@ -546,40 +384,12 @@ class Planner:
             # Harmless: the records come again and are skipped by the stored offsets.
             log.warning("offset commit failed; the records will be skipped when redelivered", extra={"error": str(exc)})
 
-    # -- waiting -------------------------------------------------------------------------
-
     def _poll_timeout(self) -> float:
         timeout = self._settings.poll_timeout_s
         if self.checkpoint.wake_at is not None:
             timeout = min(timeout, self._clock.wall_seconds_until(self.checkpoint.wake_at))
         # A zero timeout still returns records already fetched, and lets a due timer fire now.
         return max(timeout, 0.0)
-
-    async def _retrying(self, doing: str, call: Callable[[], Awaitable[T]]) -> T:
-        """Retry transient failures with capped exponential back-off; permanent ones propagate."""
-        delay = self._settings.retry_backoff_s
-        while True:
-            try:
-                return await call()
-            except TransientError as exc:
-                self.ready = False
-                if self._stopping.is_set():
-                    raise
-                log.warning(
-                    "transient failure; retrying", extra={"doing": doing, "error": str(exc), "retry_in_s": delay}
-                )
-                await self._pause(delay)
-                delay = min(delay * 2, self._settings.retry_backoff_max_s)
-
-    async def _pause(self, seconds: float) -> None:
-        """Wait, but wake at once when asked to stop."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
-
-
-def _changes_status(commands: Sequence[Command]) -> bool:
-    """Stage and rollout transitions and acknowledgements must reach the status document at once."""
-    return any(c.kind in ("stage_transition", "rollout_transition", "command_ack") for c in commands)
 
 
 __all__ = ["InitialState", "Planner"]

@@ -1,0 +1,130 @@
+"""One poll's records turned into a decision: decoded, put in decision order, decided by the engine.
+
+Records the stored state already holds (offset below the checkpoint's) are skipped; undecodable
+ones become dead letters in the batch's outbox (BUS-4); the rest are one `EventBatch`. The
+checkpoint's offsets advance past every record taken, decoded or not.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rollout_adapters.dead_letter_metrics import DeadLetterMetrics
+from rollout_common.commands import Command, StageAdvance, WakeAt
+from rollout_common.errors import InvalidInputError
+from rollout_common.events import Event, EventBatch
+from rollout_common.ports import Record
+from rollout_planner.engine import EngineState
+from rollout_planner.service.checkpoint import Checkpoint
+from rollout_planner.service.intake import Intake
+from rollout_planner.service.metrics import PlannerMetrics
+from rollout_planner.service.outbox import Outbox
+from rollout_planner.service.quarantine import Decide
+from rollout_planner.service.unknown_clusters import UnknownClusterNotices
+
+log = logging.getLogger("rollout.planner")
+
+
+@dataclass
+class Taken:
+    """One poll decoded: `new` the records the stored state does not hold yet."""
+
+    records: Sequence[Record]
+    new: list[Record] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    origin: dict[int, Record] = field(default_factory=dict)
+    refused: list[tuple[Record, str]] = field(default_factory=list)
+
+
+class BatchDecision:
+    """Decodes and decides; `origin` maps each event of the current batch to its record (BUS-9)."""
+
+    def __init__(
+        self,
+        *,
+        intake: Intake,
+        decide: Decide,
+        metrics: PlannerMetrics,
+        dead_letters: DeadLetterMetrics,
+        unknown: UnknownClusterNotices,
+        source: str,
+    ) -> None:
+        self.intake = intake
+        self._decide = decide
+        self._metrics = metrics
+        self._dead_letters = dead_letters
+        self._unknown = unknown
+        self._source = source
+        self.origin: dict[int, Record] = {}
+
+    def decode(self, records: Sequence[Record], checkpoint: Checkpoint, *, now: float) -> Taken:
+        """The records' events and refusals; the checkpoint is not touched, so a poll may be decoded
+        while the batch before it is still being written."""
+        taken = Taken(records=records)
+        for record in records:
+            if checkpoint.applied(record.topic, record.partition, record.offset):
+                self._metrics.duplicates_skipped.inc()
+                continue
+            taken.new.append(record)
+            try:
+                taken.events.append(self.intake.decode(record, now=now))
+                taken.origin[id(taken.events[-1])] = record
+            except InvalidInputError as exc:
+                taken.refused.append((record, str(exc)))
+        return taken
+
+    def admit(self, taken: Taken, checkpoint: Checkpoint, outbox: Outbox) -> list[Event]:
+        """The batch's events: its refusals go to the outbox as dead letters (BUS-4), and the
+        checkpoint's offsets move past every new record, decoded or not."""
+        self.origin = taken.origin
+        for record, reason in taken.refused:
+            outbox.add_dead_letter(record, reason)
+            self._metrics.dead_letters.inc()
+            self._dead_letters.record(record, reason=reason, source=self._source)
+        for record in taken.new:
+            checkpoint.advance(record.topic, record.partition, record.offset)
+        return list(taken.events)
+
+    def decide(self, state: EngineState, events: list[Event], now: float) -> list[Command]:
+        started = time.perf_counter()
+        _, commands = self._decide(state, EventBatch(events=tuple(events)), now)
+        self._metrics.decision_seconds.observe(time.perf_counter() - started)
+        # one counter update per kind, not per event: a label lookup costs about as much as decoding
+        for kind, count in collections.Counter(event.kind for event in events).items():
+            self._metrics.events_applied.labels(kind=kind).inc(count)
+        self._metrics.batches_emitted.inc(sum(isinstance(c, StageAdvance) for c in commands))
+        self._metrics.observe_commands(commands)
+        return commands
+
+    def thin_unknown(self, commands: list[Command], *, now: float) -> list[Command]:
+        """Unknown clusters counted, and said once per name per period (not once per readiness event)."""
+        before = self._unknown.events
+        commands = self._unknown.filter(commands, now=now)
+        self._metrics.unknown_cluster_events.inc(self._unknown.events - before)
+        self._metrics.unknown_clusters.set(self._unknown.names)
+        return commands
+
+
+def follow_timer(checkpoint: Checkpoint, commands: Sequence[Command]) -> None:
+    # One timer: the latest WakeAt replaces any earlier one.
+    for command in commands:
+        if isinstance(command, WakeAt):
+            checkpoint.wake_at = command.at
+
+
+def log_commands(commands: Sequence[Command], batch: int) -> None:
+    for command in commands:
+        if isinstance(command, WakeAt):
+            continue
+        # Under one key: a command's own field names (message, ...) must not clash with the
+        # LogRecord's; the rollout id stays top level so logs can be filtered by it.
+        rollout_id = getattr(command, "rollout_id", None)
+        details = command.model_dump(mode="json", by_alias=True, exclude={"kind"})
+        log.info(command.kind, extra={"batch": batch, "rollout_id": rollout_id, "command": details})
+
+
+__all__ = ["BatchDecision", "Taken", "follow_timer", "log_commands"]

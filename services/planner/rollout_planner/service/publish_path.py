@@ -1,0 +1,46 @@
+"""The publish path: a persisted batch's outbox goes to the broker, then the store is told it went.
+
+Nothing is published before its decision is durable (BUS-6): the outbox published here is the one
+the checkpoint in the store already holds. A crash after the store write and before the mark
+re-publishes the outbox on restart with the same ids, so consumers drop the duplicates (BUS-3).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from rollout_common.ports import Bus
+from rollout_planner.service.checkpoint import PUBLISHED_KEY, Checkpoint
+from rollout_planner.service.lease_keeper import PlannerLease
+from rollout_planner.service.outbox import OutboxMessage
+from rollout_planner.service.retrying import Retrier
+
+
+class PublishPath:
+    """Publishes one term's outboxes; `published` is the last batch whose outbox went out."""
+
+    def __init__(self, *, bus: Bus, lease: PlannerLease, retrier: Retrier, published: int = 0) -> None:
+        self._bus = bus
+        self._lease = lease
+        self._retrier = retrier
+        self.published = published
+
+    async def publish(self, checkpoint: Checkpoint) -> dict[str, bytes]:
+        """Publish the checkpoint's outbox unless that already happened; the store items that mark
+        it published (empty when there was nothing to publish), for the caller's next write."""
+        if self.published >= checkpoint.batch or not checkpoint.outbox:
+            self.published = checkpoint.batch
+            return {}
+        self._lease.check()  # a planner that lost its lease publishes nothing more (BUS-8)
+        for message in checkpoint.outbox:
+            await self._retrier.call(f"publish to {message.topic}", functools.partial(self._send, message))
+        return {PUBLISHED_KEY: str(checkpoint.batch).encode()}
+
+    def marked(self, batch: int) -> None:
+        self.published = batch
+
+    async def _send(self, message: OutboxMessage) -> None:
+        await self._bus.publish(message.topic, key=message.key, value=message.value, headers=message.headers)
+
+
+__all__ = ["PublishPath"]

@@ -1,0 +1,83 @@
+"""The planner's path to the broker (issue 21): nothing is published before its decision is durable
+(BUS-6), the status document is encoded only after the commands went out, and a poll decoded while
+the batch before it was written is decided once, after a restart too."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from planner_harness import START, make_planner, publish, release
+
+from rollout_adapters.memory_bus import MemoryBus
+from rollout_adapters.memory_store import MemoryStore
+from rollout_common.errors import PermanentError
+from rollout_common.events import ReleaseTarget
+from rollout_common.topics.catalog import DEAD_LETTER, RELEASE_TARGETS, STAGE_ADVANCE
+from rollout_planner.service.checkpoint import CHECKPOINT_KEY, STATUS_KEY
+from rollout_planner.service.clock import ManualClock
+from rollout_planner.service.planner import Planner
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+P = "t."
+
+
+async def _started(bus: MemoryBus, store: MemoryStore, **settings: object) -> Planner:
+    planner = make_planner(bus=bus, store=store, prefix=P, clock=ManualClock(START), **settings)
+    assert await planner.start()
+    return planner
+
+
+async def _drain(planner: Planner) -> None:
+    while await planner.step():
+        pass
+
+
+async def _status_batch(store: MemoryStore) -> int:
+    return int(json.loads(await store.get(STATUS_KEY) or b"{}")["batch"])
+
+
+async def test_bus_6_a_batch_whose_publish_failed_is_durable_but_its_status_is_not_encoded_yet() -> None:
+    """The journal and checkpoint of batch 1 are stored before anything is published; the publish
+    fails, and the status document, which waits for the publish, still describes batch 0. After a
+    restart the stored outbox goes out first, and then the status describes batch 1."""
+    bus, store = MemoryBus(), MemoryStore()
+    planner = await _started(bus, store)
+    await release(bus, P)
+    bus.fail_next_publish(PermanentError("broker rejected it"))
+    with pytest.raises(PermanentError):
+        await _drain(planner)
+    await planner.close()
+    checkpoint = json.loads(await store.get(CHECKPOINT_KEY) or b"{}")
+    assert (checkpoint["batch"], len(checkpoint["outbox"])) == (1, 6)
+    assert bus.records(P + STAGE_ADVANCE.name) == []
+    assert await _status_batch(store) == 0
+
+    resumed = await _started(bus, store)
+    assert len(bus.records(P + STAGE_ADVANCE.name)) == 1
+    assert await _status_batch(store) == 1
+    await resumed.close()
+
+
+async def test_bus_6_a_poll_decoded_while_the_batch_before_it_was_written_is_decided_once_after_a_restart() -> None:
+    """One record per poll: the release is decided and written, and the malformed record behind it
+    is polled and decoded during that write. The planner stops before deciding it: nothing of it
+    was stored or published, so the restarted planner reads it again and dead-letters it once."""
+    bus, store = MemoryBus(), MemoryStore()
+    planner = await _started(bus, store, poll_max_records=1)  # creates the topics; polls nothing yet
+    await release(bus, P)
+    bad = ReleaseTarget.model_construct(event_id="bad-1", channel="regular", targets={"1.30": "nope"})
+    await publish(bus, P, RELEASE_TARGETS, bad, event_id="bad-1")
+    assert await planner.step() == 1
+    assert (len(bus.records(P + STAGE_ADVANCE.name)), len(bus.records(P + DEAD_LETTER.name))) == (1, 0)
+    await planner.close()
+    assert json.loads(await store.get(CHECKPOINT_KEY) or b"{}")["offsets"] == {P + RELEASE_TARGETS.name + ":0": 1}
+
+    resumed = await _started(bus, store, poll_max_records=1)
+    await _drain(resumed)
+    await resumed.close()
+    assert len(bus.records(P + STAGE_ADVANCE.name)) == 1
+    [dead] = bus.records(P + DEAD_LETTER.name)
+    assert dead.headers["dlq_offset"] == b"1"
+    assert bus.committed(f"{P}planner", P + RELEASE_TARGETS.name) == {0: 2}
