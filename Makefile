@@ -36,10 +36,12 @@ system-deps:  ## Debian packages for the full suite (redis-server, Java 17, Mave
 ## the whole suite on a fresh machine: installs what is missing, then lint, types, conformance,
 ## scenarios, unit, property, contract, integration and end-to-end tests (starts Kafka and Redis itself)
 test: venv kube-build-background helm-build-background system-deps infra-fetch asyncapi-parser
-	$(MAKE) --no-print-directory -j2 checks suite
+	$(MAKE) --no-print-directory -j2 checks suite failover
 
 ## lint, types, conformance and scenarios use the CPU while the suite mostly waits on its servers,
-## so they run beside it (two jobs); any failure still fails `make test`
+## so they run beside it (two jobs); when they are done the failover tests take their place beside
+## the suite (6 to 8 minutes for the four here; inside the suite they would take it past its 30); any
+## failure still fails `make test`
 checks: lint typecheck conformance scenarios
 
 suite: venv
@@ -102,7 +104,8 @@ chaos: venv infra-fetch  ## SIGKILLs, restarts, inventory changes and bad record
 		$(PY) tests/chaos/render_report.py $(CHAOS_REPORT) docs/reliability.md; exit $$status
 
 ## whole 60-cluster rollouts on the three-node Kafka cluster and Redis with Sentinel while brokers,
-## the KRaft controller and the Redis primary fail (2-4 minutes each, so outside `make test` for now)
+## the KRaft controller and the Redis primary fail (1 to 2 minutes each; `make test` runs them
+## as a job of their own beside the suite)
 .PHONY: failover
 failover: venv infra-fetch
 	$(BIN)/pytest -q -m failover_e2e tests/failover

@@ -6,6 +6,8 @@ integration test would read as a pass. Shared by every test folder (tests/ is on
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TypeVar
@@ -37,3 +39,14 @@ def running(server: Server, *, what: str) -> Iterator[Server]:
         yield server
     finally:
         server.stop(remove_data=True)
+
+
+@contextmanager
+def frozen(broker: KafkaBroker) -> Iterator[None]:
+    """The broker's process stopped (SIGSTOP) for the block: connections stay open, nothing answers."""
+    pid = broker._proc.pid  # type: ignore[union-attr]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)

@@ -106,3 +106,13 @@ def bodies(records: list[Message]) -> list[dict[str, Any]]:
 
 def header(record: Message, name: str) -> bytes | None:
     return next((v for k, v in record.headers if k == name), None)
+
+
+def completions(records: Sequence[Message]) -> dict[tuple[str, str], str]:
+    """(stage, track) -> version of every stage transition to COMPLETE among progress records."""
+    found = {}
+    for record in records:
+        body = json.loads(record.value)
+        if body["kind"] == "stage_transition" and body["state"] == "COMPLETE":
+            found[(body["stage"], body["track"])] = body["version"]
+    return found

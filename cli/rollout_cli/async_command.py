@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from rollout_adapters import shutdown
 from rollout_cli import ctrl_c
 from rollout_cli.exit_codes import CliError, ExitCode
 
@@ -24,6 +25,9 @@ def async_command(run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]])
     def handle(args: argparse.Namespace) -> int:
         # aiokafka logs each failed connection attempt; the one line below says it better.
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+        # A close left to the exit after Ctrl-C or with a broker gone is how a command ends, not a
+        # warning a user can act on: the services log it, the CLI does not.
+        logging.getLogger(shutdown.__name__).setLevel(logging.ERROR)
         try:
             with ctrl_c.held():
                 return ctrl_c.run(run(args))

@@ -25,6 +25,8 @@ import threading
 from collections.abc import Awaitable, Coroutine, Iterator
 from typing import Any
 
+from rollout_adapters.shutdown import bounded_close
+
 # How long closing one client may take: a broker that does not answer (frozen, or gone without a
 # word) would keep a group's leave request waiting 40 s. The member it leaves behind expires with
 # its session; the CLI's producers hold nothing unacknowledged when they close.
@@ -119,13 +121,9 @@ async def _supervised(command: Coroutine[Any, Any, int]) -> int:
 
 
 async def closed(closing: Awaitable[object]) -> None:
-    """Wait for `closing` (a client's close) at most CLOSE_S; a close that fails or takes longer is
-    left to the exit. Not `wait_for`: it waits for a cancelled close to end, which a client's
-    close may refuse to do."""
-    task = asyncio.ensure_future(closing)
-    await asyncio.wait({task}, timeout=CLOSE_S)
-    if task.done() and not task.cancelled() and task.exception() is not None:
-        logging.getLogger(__name__).debug("closing failed: %s", task.exception())
+    """Wait for `closing` (a client's close) at most CLOSE_S, as the services bound theirs; a close
+    that fails or takes longer is left to the exit, quietly (`async_command`)."""
+    await bounded_close("a client", closing, timeout_s=CLOSE_S)
 
 
 def _end_leftovers(loop: asyncio.AbstractEventLoop) -> None:

@@ -2,8 +2,9 @@
 
     python tests/chaos/render_report.py REPORT.json docs/reliability.md
 
-Replaces what lies between `<!-- chaos-results:begin -->` and `<!-- chaos-results:end -->`;
-without a doc argument, prints the table.
+Replaces what lies between `<!-- chaos-results:begin -->` and `<!-- chaos-results:end -->` (a run
+on one broker and one Redis) or between `<!-- chaos-results-production:begin -->` and its end (a run
+on the production topology), so each keeps its own figures; without a doc argument, prints the table.
 """
 
 from __future__ import annotations
@@ -15,8 +16,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-BEGIN = "<!-- chaos-results:begin -->"
-END = "<!-- chaos-results:end -->"
+
+def markers(topology: str) -> tuple[str, str]:
+    """The begin and end comments of the results block of a run on `topology`."""
+    block = "chaos-results" if topology == "single" else f"chaos-results-{topology}"
+    return f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
+
+
 KINDS = {
     "planner": "planner SIGKILL + restart",
     "executor": "executor SIGKILL + restart",
@@ -29,6 +35,22 @@ KINDS = {
     "remove": "inventory: a cluster removed",
     "bad_records": "bad records (not JSON, wrong schema) on every input topic",
     "second_planner": "a second planner on the same namespace (BUS-8), kept running",
+}
+# The server faults of a run on the production topology, in place of the broker and Redis restarts.
+PRODUCTION_KINDS = {
+    "planner": KINDS["planner"],
+    "executor": KINDS["executor"],
+    "monitor": KINDS["monitor"],
+    "reporter": KINDS["reporter"],
+    "broker_loss": "Kafka: SIGKILL of the node leading most stage-advance and upgrade-results partitions",
+    "controller_loss": "Kafka: SIGKILL of the active KRaft controller",
+    "redis_failover": "Redis: SIGKILL of the primary, Sentinel promotes the replica",
+    **{kind: KINDS[kind] for kind in ("relabel", "move", "remove", "bad_records", "second_planner")},
+}
+TOPOLOGIES = {
+    "single": "one Kafka broker and one Redis",
+    "production": "a three-node KRaft cluster (replication 3, min.insync.replicas 2) and Redis with a replica "
+    "and three Sentinels (every write waits for the replica)",
 }
 
 
@@ -69,17 +91,22 @@ def render(report: dict[str, Any]) -> str:
     exits = sum(len(r.get("unexpected_exits", [])) for r in runs)
     upgrades = sum(r.get("upgrades_succeeded", 0) for r in runs)
 
+    topology = report.get("topology", "single")
+    kinds = PRODUCTION_KINDS if topology == "production" else KINDS
     lines = [
-        f"Last run: {report['generated_at']}, {n} seeds, {report['faults_per_seed']} faults per seed, "
+        f"Last run: {report['generated_at']} on {TOPOLOGIES[topology]}, {n} seeds, "
+        f"{report['faults_per_seed']} faults per seed, "
         f"{report.get('input_faults_per_seed', 0)} input faults per seed, "
         f"{report['clusters']} clusters in {report['stages']} stages, {report['executors']} executors "
         f"(`ROLLOUT_CHAOS_SEEDS={report['seeds']} ROLLOUT_CHAOS_FAULTS={report['faults_per_seed']} "
-        f"ROLLOUT_CHAOS_INPUT_FAULTS={report.get('input_faults_per_seed', 0)}`).",
+        f"ROLLOUT_CHAOS_INPUT_FAULTS={report.get('input_faults_per_seed', 0)}"
+        + ("" if topology == "single" else f" ROLLOUT_CHAOS_TOPOLOGY={topology}")
+        + "`).",
         "",
         "| fault | injected | in seeds that passed |",
         "|---|---:|---:|",
     ]
-    for kind, label in KINDS.items():
+    for kind, label in kinds.items():
         lines.append(f"| {label} | {injected[kind]} | {survived[kind]} |")
     lines.append(f"| **all faults** | **{sum(injected.values())}** | **{sum(survived.values())}** |")
     in_flight = [
@@ -135,18 +162,20 @@ def main(argv: list[str]) -> int:
     if len(argv) not in (1, 2):
         print(__doc__, file=sys.stderr)
         return 2
-    table = render(json.loads(Path(argv[0]).read_text()))
+    report = json.loads(Path(argv[0]).read_text())
+    table = render(report)
     if len(argv) == 1:
         print(table, end="")
         return 0
+    begin, end = markers(report.get("topology", "single"))
     doc = Path(argv[1])
     text = doc.read_text()
-    head, found, rest = text.partition(BEGIN)
-    _, found_end, tail = rest.partition(END)
+    head, found, rest = text.partition(begin)
+    _, found_end, tail = rest.partition(end)
     if not (found and found_end):
-        print(f"{doc}: no {BEGIN} ... {END} block", file=sys.stderr)
+        print(f"{doc}: no {begin} ... {end} block", file=sys.stderr)
         return 1
-    doc.write_text(f"{head}{BEGIN}\n{table}{END}{tail}")
+    doc.write_text(f"{head}{begin}\n{table}{end}{tail}")
     return 0
 
 

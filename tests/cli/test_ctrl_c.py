@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from local_servers import frozen
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_cli.ctrl_c import GRACE_S, LEFTOVER_S
@@ -142,16 +143,6 @@ def test_ctrl_c_at_any_point_of_the_start_up_exits_0_without_a_traceback(
             _assert_clean(_ctrl_c_at(watch, after), at=f"{after:.2f} s after main began (joined at {joined:.2f} s)")
 
 
-@contextmanager
-def _frozen(broker: KafkaBroker) -> Iterator[None]:
-    pid = broker._proc.pid  # type: ignore[union-attr]
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
-
-
 @pytest.mark.integration
 def test_ctrl_c_with_the_broker_frozen_exits_0_within_the_grace(
     kafka_broker: KafkaBroker, kafka_bootstrap: str, topic_prefix: str
@@ -162,10 +153,10 @@ def test_ctrl_c_with_the_broker_frozen_exits_0_within_the_grace(
     asyncio.run(_topics(kafka_bootstrap, prefix))
     with _watch(kafka_bootstrap, prefix) as watch:
         joined = asyncio.run(_joined(kafka_bootstrap, prefix, watch))
-        with _frozen(kafka_broker):
+        with frozen(kafka_broker):
             _assert_clean(watch.ctrl_c(), at="while polling a frozen broker")
     for after in (0.0, joined / 3, 2 * joined / 3, joined, 1.5 * joined):
-        with _frozen(kafka_broker), _watch(kafka_bootstrap, prefix) as watch:
+        with frozen(kafka_broker), _watch(kafka_bootstrap, prefix) as watch:
             _assert_clean(_ctrl_c_at(watch, after), at=f"{after:.2f} s after main began, broker frozen")
 
 

@@ -1,8 +1,9 @@
 """Adapters under contract: each test of a port's suite runs once per adapter of that port.
 
 The in-memory adapters always run. The Kafka and Redis ones are marked `integration` and take
-the real services from the session fixtures `kafka_bootstrap` and `redis_url` (tests/conftest.py);
-a missing service fails those tests, it never skips them.
+the real services from the session fixtures (tests/conftest.py): one broker and one Redis, and the
+production topology, a three-node Kafka cluster and Redis with a replica and Sentinels; a missing
+service fails those tests, it never skips them.
 """
 
 from __future__ import annotations
@@ -24,13 +25,25 @@ from rollout_common.ports import Bus, Store
 # -- the bus ------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.integration)])
+@pytest.fixture(
+    params=[
+        "memory",
+        pytest.param("kafka", marks=pytest.mark.integration),
+        pytest.param("kafka-cluster", marks=pytest.mark.integration),
+    ]
+)
 def bus_factory(request: pytest.FixtureRequest, topic_prefix: str) -> Callable[[], Bus]:
+    """The memory bus, Kafka on the session's broker, or Kafka on the three-node cluster with the
+    production settings (replication factor 3, min.insync.replicas 2, so every acks=all write waits
+    for a follower); each service looked up only for its variant."""
     if request.param == "memory":
         return MemoryBus
-    # Looked up only for the Kafka variant, so the memory variant needs no broker.
+    client_id = f"contract-{topic_prefix}"
+    if request.param == "kafka-cluster":
+        cluster = request.getfixturevalue("kafka_cluster")
+        return lambda: KafkaBus(cluster.bootstrap, client_id=client_id, replication_factor=3, min_insync_replicas=2)
     bootstrap: str = request.getfixturevalue("kafka_bootstrap")
-    return lambda: KafkaBus(bootstrap, client_id=f"contract-{topic_prefix}")
+    return lambda: KafkaBus(bootstrap, client_id=client_id)
 
 
 @pytest.fixture

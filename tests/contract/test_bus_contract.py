@@ -1,6 +1,7 @@
 """The Bus contract: what the shell may rely on, whichever bus it holds.
 
-Every test runs against MemoryBus and against KafkaBus on the real broker (see conftest.py).
+Every test runs against MemoryBus, against KafkaBus on one real broker and against KafkaBus on a
+three-node cluster with replication factor 3 and min.insync.replicas 2 (see conftest.py).
 """
 
 from __future__ import annotations

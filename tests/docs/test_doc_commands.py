@@ -81,7 +81,7 @@ ELSEWHERE = {
     "make kube": "tests/kube/test_devenv_kube.py (runs it, uses the apiserver, stops it with Ctrl-C)",
     "make kube-build": "tests/kube/test_devenv_kube.py (through make kube, which depends on it)",
     "make helm-build": "make test runs the same build as helm-build-background; tests/kube/test_helm_chart.py uses it",
-    "make failover": "the tests it runs are tests/failover's failover_e2e ones, kept out of make test for time",
+    "make failover": "the tests it runs are tests/failover's failover_e2e ones, which make test runs beside the suite",
     **{
         f"rollout demo --scenario tests/scenarios/{scenario} --status-at {at}": (
             "tests/docs/test_gates_examples.py (runs it and finds the lines the page quotes)"

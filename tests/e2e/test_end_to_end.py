@@ -30,6 +30,7 @@ from e2e_system import (
     wait_for_fleet,
 )
 from service_processes import ServiceProcesses
+from topic_reader import completions
 
 from rollout_common.topics.catalog import PROGRESS, STAGE_ADVANCE, UPGRADE_RESULTS
 from rollout_planner.simulation.runner import simulate
@@ -63,15 +64,6 @@ def predicted_completions() -> dict[tuple[str, str], str]:
     }
     report = simulate(Scenario.model_validate(document))
     return {(t["stage"], t["track"]): t["version"] for t in report.transitions if t["state"] == "COMPLETE"}
-
-
-def completions(records: list[Message]) -> dict[tuple[str, str], str]:
-    found = {}
-    for record in records:
-        body = json.loads(record.value)
-        if body["kind"] == "stage_transition" and body["state"] == "COMPLETE":
-            found[(body["stage"], body["track"])] = body["version"]
-    return found
 
 
 def every_track_complete(records: list[Message]) -> bool:

@@ -9,13 +9,10 @@ with `wait_for` waited those 40 s: a SIGTERM'd service outlived its supervisor's
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
+from local_servers import frozen
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.shutdown import CLOSE_S, abandoned_closes, bounded_close, unless_stopped
@@ -26,16 +23,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 
 # The bound and the scheduling noise of a loaded machine; never the 40 s of the request timeout.
 _SLACK_S = 3.0
-
-
-@contextmanager
-def _frozen(broker: KafkaBroker) -> Iterator[None]:
-    pid = broker._proc.pid  # type: ignore[union-attr]
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
 
 
 async def _closed_after_resume(bus: KafkaBus) -> None:
@@ -59,7 +46,7 @@ async def test_closing_a_joined_consumer_with_the_broker_frozen_ends_within_clos
     prefix = f"{topic_prefix}."
     bus = KafkaBus(kafka_broker.bootstrap, client_id="bounded-close")
     consumer = await _joined(bus, prefix + HEARTBEATS.name, f"{topic_prefix}-group")
-    with _frozen(kafka_broker):
+    with frozen(kafka_broker):
         started = time.monotonic()
         await bounded_close("the consumer", consumer.close())  # type: ignore[attr-defined]
         took = time.monotonic() - started
@@ -75,7 +62,7 @@ async def test_closing_a_bus_with_a_joined_consumer_and_the_broker_frozen_ends_w
     bus = KafkaBus(kafka_broker.bootstrap, client_id="bounded-close")
     await _joined(bus, prefix + HEARTBEATS.name, f"{topic_prefix}-group")
     await bus.publish(prefix + HEARTBEATS.name, key=b"c-1", value=b"{}")
-    with _frozen(kafka_broker):
+    with frozen(kafka_broker):
         started = time.monotonic()
         await bounded_close("the Kafka clients", bus.close())
         took = time.monotonic() - started
@@ -92,7 +79,7 @@ async def test_closing_a_polling_consumer_with_the_broker_frozen_ends_within_clo
     bus = KafkaBus(kafka_broker.bootstrap, client_id="bounded-close")
     consumer = await _joined(bus, prefix + HEARTBEATS.name, f"{topic_prefix}-group")
     stop = asyncio.Event()
-    with _frozen(kafka_broker):
+    with frozen(kafka_broker):
         polling = asyncio.create_task(_polled_until(consumer, stop))
         # A stop that comes while the polls go unanswered; the wait places it, it waits for nothing.
         await asyncio.sleep(3.0)

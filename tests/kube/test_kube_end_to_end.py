@@ -39,6 +39,7 @@ from rollout_common.topics.catalog import PROGRESS, STAGE_ADVANCE
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from e2e_system import apply_fleet, publish_release, read_until
 from service_processes import ServiceProcesses
+from topic_reader import completions
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -107,15 +108,6 @@ async def planner_clusters(redis_url: str, prefix: str) -> int | None:
         return None if raw is None else int(json.loads(raw)["clusters"])
     finally:
         await client.aclose()
-
-
-def completions(records: list[Any]) -> dict[tuple[str, str], str]:
-    found = {}
-    for record in records:
-        body = json.loads(record.value)
-        if body["kind"] == "stage_transition" and body["state"] == "COMPLETE":
-            found[(body["stage"], body["track"])] = body["version"]
-    return found
 
 
 def start_services(

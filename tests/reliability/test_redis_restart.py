@@ -34,7 +34,7 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 from local_servers import running
-from topic_reader import Message, caught_up, produce, read_topic
+from topic_reader import Message, caught_up, completions, produce, read_topic
 
 from rollout_common.topics.catalog import (
     INVENTORY,
@@ -261,15 +261,6 @@ async def wait_for_fleet(redis_url: str, prefix: str, services: Services) -> Non
             await asyncio.sleep(0.2)
     finally:
         await client.aclose()
-
-
-def completions(records: list[Message]) -> dict[tuple[str, str], str]:
-    found = {}
-    for record in records:
-        body = json.loads(record.value)
-        if body["kind"] == "stage_transition" and body["state"] == "COMPLETE":
-            found[(body["stage"], body["track"])] = body["version"]
-    return found
 
 
 async def test_bus3_a_redis_restarted_twice_mid_rollout_repeats_no_upgrade(

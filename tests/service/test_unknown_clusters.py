@@ -2,23 +2,25 @@
 republishes readiness for every name it has a row for, every interval, and the planner answered each
 with an UNKNOWN_CLUSTER notice (300 names gave 1,551 notices in 35 s, never ending). Every such event
 is counted (a metric); each name is said at most once per `unknown_notice_interval_s`, saying how many
-events the notice stands for; names beyond a bound within one period are summed up in one notice."""
+events the notice stands for; names beyond a bound within one period are summed up in one notice.
+What was said is in the engine's state and its snapshot, so a restarted planner does not say it again."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from planner_harness import START, make_planner, publish
+from planner_harness import START, make_planner, publish, sequence
 
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_adapters.memory_store import MemoryStore
-from rollout_common.commands import Notice, WaitChanged
-from rollout_common.events import Readiness
+from rollout_common.commands import Command, Notice
+from rollout_common.events import EventBatch, Readiness, UpgradeResult
 from rollout_common.topics.catalog import PROGRESS, READINESS
+from rollout_planner.engine import EngineState, decide, new_state, snapshot
+from rollout_planner.engine.audit import audit
 from rollout_planner.service.clock import ManualClock
 from rollout_planner.service.planner import Planner
-from rollout_planner.service.unknown_clusters import UnknownClusterNotices
 
 P = "t."
 HOUR = 3600.0
@@ -70,33 +72,71 @@ async def test_unknown_clusters_are_counted_and_said_once_per_name_per_period() 
         await planner.close()
 
 
-def _ghost(name: str) -> Notice:
-    return Notice(code="UNKNOWN_CLUSTER", message=f"readiness for unknown cluster {name}", cluster=name)
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_restarted_planner_does_not_say_again_the_names_it_said_within_the_period() -> None:
+    bus, store, clock = MemoryBus(), MemoryStore(), ManualClock(START)
+    # a snapshot after every batch: the restart loads what was said from it, with no journal to replay
+    planner = make_planner(bus=bus, store=store, prefix=P, clock=clock, snapshot_every_batches=1)
+    assert await planner.start()
+    await _republish(bus, planner, 0)
+    await planner.close()
+    assert len(_unknown_notices(bus)) == 300
+
+    clock.advance(30)
+    restarted = make_planner(bus=bus, store=store, prefix=P, clock=clock)
+    assert await restarted.start()
+    try:
+        await _republish(bus, restarted, 1)
+        assert len(_unknown_notices(bus)) == 300  # before, the restart said all 300 names again
+        metric = restarted.metrics.registry.get_sample_value
+        assert metric("rollout_planner_unknown_cluster_events_total") == 300  # this process's events
+        assert metric("rollout_planner_unknown_clusters") == 300
+
+        clock.advance(HOUR)
+        await _republish(bus, restarted, 2)
+        again = {n["cluster"]: n["message"] for n in _unknown_notices(bus)[300:]}
+        assert sorted(again) == GHOSTS
+        assert again["ghost-000"] == (
+            "readiness for unknown cluster ghost-000 (said at most once per 3600 s per cluster; "
+            "1 more since its last notice)"
+        )
+    finally:
+        await restarted.close()
+
+
+def _ghost(name: str) -> Readiness:
+    return Readiness(cluster=name, ready=True)
+
+
+def _decided(state: EngineState, *events: Readiness | UpgradeResult, at: float) -> list[Command]:
+    _, commands = decide(state, EventBatch(events=events), at)
+    assert audit(state) == []
+    return commands
+
+
+def _said(name: str) -> Notice:
+    message = f"readiness for unknown cluster {name} (said at most once per 60 s per cluster)"
+    return Notice(code="UNKNOWN_CLUSTER", cluster=name, message=message)
+
+
+def _summed(count: int) -> Notice:
+    return Notice(
+        code="UNKNOWN_CLUSTER",
+        message=f"{count} readiness events or results about unknown clusters beyond the 2 named in the last 60 s "
+        "(said at most once per 60 s)",
+    )
 
 
 def test_names_beyond_the_bound_are_summed_up_once_per_period() -> None:
-    notices = UnknownClusterNotices(interval_s=60, max_names=2)
-    other = WaitChanged(rollout_id="r", stage="s", track="nodes", waits=())
-    out = notices.filter([_ghost("a"), other, _ghost("b"), _ghost("c"), _ghost("d")], now=0)
-    assert [(getattr(c, "cluster", None), c.kind) for c in out] == [
-        ("a", "notice"),
-        (None, "wait_changed"),
-        ("b", "notice"),
-        (None, "notice"),
-    ]
-    assert out[-1] == Notice(
-        code="UNKNOWN_CLUSTER",
-        message="2 readiness events or results about unknown clusters beyond the 2 named in the last 60 s "
-        "(said at most once per 60 s)",
-    )
-    assert notices.filter([_ghost("e"), _ghost("a")], now=30) == []  # within the period: held, counted
-    assert notices.events == 6
-    later = notices.filter([_ghost("e")], now=60)  # a and b expired: room for e; c, d, e's count summed
-    assert [(n.cluster, n.message) for n in later if isinstance(n, Notice)] == [
-        ("e", "readiness for unknown cluster e (said at most once per 60 s per cluster)"),
-        (
-            None,
-            "1 readiness events or results about unknown clusters beyond the 2 named in the last 60 s "
-            "(said at most once per 60 s)",
-        ),
-    ]
+    state = new_state(sequence(), [])
+    state.unknown.interval_s, state.unknown.max_names = 60, 2
+    out = _decided(state, _ghost("a"), _ghost("b"), _ghost("c"), _ghost("d"), at=0)
+    assert out == [_said("a"), _said("b"), _summed(2)]
+    assert _decided(state, _ghost("e"), _ghost("a"), at=30) == []  # within the period: held, counted
+    assert state.unknown.events == 6
+    # a snapshot keeps what was said: the reloaded state decides as the live one
+    twin = snapshot.load(snapshot.dump(state))
+    twin.unknown.interval_s, twin.unknown.max_names = 60, 2
+    later = _decided(state, _ghost("e"), at=60)  # b expired: room for e; c, d, e's count summed
+    assert _decided(twin, _ghost("e"), at=60) == later
+    assert [c for c in later if isinstance(c, Notice)] == [_said("e"), _summed(1)]

@@ -169,19 +169,14 @@ class KafkaBus:
             configs = await admin.describe_configs(
                 [ConfigResource(ConfigResourceType.TOPIC, name, {"min.insync.replicas": None}) for name in names]
             )
-        # A topic created a moment ago may not be in this broker's metadata yet: not judged.
         replicas = {t["topic"]: min(len(p["replicas"]) for p in t["partitions"]) for t in described if t["partitions"]}
-        min_isr = _min_isr_by_topic(configs)
-        short = []
-        for name in names:
-            problems = []
-            if replicas.get(name, self._replication_factor) < self._replication_factor:
-                problems.append(f"{replicas[name]} replicas")
-            if min_isr.get(name, 1) < self._min_insync_replicas:
-                problems.append(f"min.insync.replicas {min_isr.get(name, 1)}")
-            if problems:
-                short.append(f"{name}: {', '.join(problems)}")
-        return short
+        return shortfall(
+            names,
+            replicas=replicas,
+            min_isr=_min_isr_by_topic(configs),
+            replication_factor=self._replication_factor,
+            min_insync_replicas=self._min_insync_replicas,
+        )
 
     async def partition_counts(self, names: Sequence[str]) -> dict[str, int]:
         """The partition count of each topic of `names` that exists (absent ones are left out)."""
@@ -359,13 +354,42 @@ class KafkaBus:
             return self._admin
 
 
+def shortfall(
+    names: Sequence[str],
+    *,
+    replicas: Mapping[str, int],
+    min_isr: Mapping[str, int],
+    replication_factor: int,
+    min_insync_replicas: int,
+) -> list[str]:
+    """Each of `names` with fewer `replicas` or a lower `min_isr` than asked, as "<topic>: <what>".
+
+    A topic missing from either mapping is not judged on it: a topic created a moment ago may not
+    be in the answering broker's metadata yet, and that broker then answers its configs with an
+    error and no values. Reading that as the broker's default (1) warned about topics created a
+    moment before with min.insync.replicas 2."""
+    short = []
+    for name in names:
+        problems = []
+        if name in replicas and replicas[name] < replication_factor:
+            problems.append(f"{replicas[name]} replicas")
+        if name in min_isr and min_isr[name] < min_insync_replicas:
+            problems.append(f"min.insync.replicas {min_isr[name]}")
+        if problems:
+            short.append(f"{name}: {', '.join(problems)}")
+    return short
+
+
 def _min_isr_by_topic(responses: Sequence[Any]) -> dict[str, int]:
     """min.insync.replicas per topic from DescribeConfigs responses (v0+: resources of
-    (error code, message, type, name, [(config name, value, ...)]))."""
+    (error code, message, type, name, [(config name, value, ...)])); a topic answered with an
+    error is left out."""
     found: dict[str, int] = {}
     for response in responses:
         for resource in response.resources:
-            name, entries = resource[3], resource[4]
+            code, name, entries = resource[0], resource[3], resource[4]
+            if code:
+                continue
             for entry in entries:
                 if entry[0] == "min.insync.replicas" and entry[1] is not None:
                     found[name] = int(entry[1])

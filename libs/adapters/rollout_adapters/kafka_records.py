@@ -125,14 +125,7 @@ def lenient_records(raw: bytes) -> Iterator[Any]:
         fields[8],
         fields[12],
     )
-    body = raw[_HEADER.size :]
-    compression = attributes & _CODEC_MASK
-    if compression:
-        decompress = _DECOMPRESS.get(compression)
-        if decompress is None:
-            raise CorruptRecordException(f"unknown compression codec {compression}")
-        body = decompress(body)
-    buffer = bytearray(body)
+    buffer = bytearray(_decompressed(raw[_HEADER.size :], attributes & _CODEC_MASK))
     timestamp_type = 1 if attributes & _LOG_APPEND_TIME else 0
     pos = 0
     for _ in range(count):
@@ -143,16 +136,31 @@ def lenient_records(raw: bytes) -> Iterator[Any]:
         offset_delta, pos = decode_varint(buffer, pos)
         key, pos = _nullable_bytes(buffer, pos)
         value, pos = _nullable_bytes(buffer, pos)
-        header_count, pos = decode_varint(buffer, pos)
-        headers: list[tuple[str, bytes | None]] = []
-        for _ in range(header_count):
-            name, pos = _nullable_bytes(buffer, pos)
-            data, pos = _nullable_bytes(buffer, pos)
-            headers.append(((name or b"").decode("utf-8", "surrogateescape"), data))
+        headers, pos = _lenient_headers(buffer, pos)
         if pos != end:
             raise CorruptRecordException(f"record at offset {base_offset + offset_delta}: length {length} is wrong")
         timestamp = max_timestamp if timestamp_type else first_timestamp + timestamp_delta
         yield DefaultRecord(base_offset + offset_delta, timestamp, timestamp_type, key, value, headers)
+
+
+def _decompressed(body: bytes, compression: int) -> bytes:
+    if not compression:
+        return body
+    decompress = _DECOMPRESS.get(compression)
+    if decompress is None:
+        raise CorruptRecordException(f"unknown compression codec {compression}")
+    return decompress(body)
+
+
+def _lenient_headers(buffer: bytearray, pos: int) -> tuple[list[tuple[str, bytes | None]], int]:
+    """A record's headers from `pos`, names decoded with `surrogateescape`; and the position after them."""
+    count, pos = decode_varint(buffer, pos)
+    headers: list[tuple[str, bytes | None]] = []
+    for _ in range(count):
+        name, pos = _nullable_bytes(buffer, pos)
+        data, pos = _nullable_bytes(buffer, pos)
+        headers.append(((name or b"").decode("utf-8", "surrogateescape"), data))
+    return headers, pos
 
 
 def _nullable_bytes(buffer: bytearray, pos: int) -> tuple[bytes | None, int]:

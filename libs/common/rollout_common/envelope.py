@@ -135,15 +135,7 @@ def _decode(
         attributes, data = _binary(text, value)
     if attributes["specversion"] != SPEC_VERSION:
         raise InvalidInputError(f"ce_specversion {attributes['specversion']!r} is not {SPEC_VERSION}")
-    by_type = _by_type(models)
-    model = by_type.get(attributes["type"])
-    if model is None:
-        raise InvalidInputError(f"ce_type {attributes['type']!r} is not one of {sorted(by_type)}")
-    try:
-        parsed = model.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(f"{_where(e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
-        raise InvalidInputError(f"invalid {model.__name__}: {problems}") from exc
+    parsed = _parsed(attributes["type"], data, models)
     envelope = Envelope(
         id=attributes["id"],
         source=attributes["source"],
@@ -152,6 +144,19 @@ def _decode(
         subject=attributes.get("subject"),
     )
     return envelope, parsed
+
+
+def _parsed(ce_type: str, data: Any, models: tuple[type[BaseModel], ...]) -> BaseModel:
+    """The event of `data` as the model its `ce_type` names (one of `models`)."""
+    by_type = _by_type(models)
+    model = by_type.get(ce_type)
+    if model is None:
+        raise InvalidInputError(f"ce_type {ce_type!r} is not one of {sorted(by_type)}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{_where(e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+        raise InvalidInputError(f"invalid {model.__name__}: {problems}") from exc
 
 
 def _where(loc: tuple[int | str, ...]) -> str:

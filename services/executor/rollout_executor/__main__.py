@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from rollout_adapters.connections import kafka_bus, redis_store
-from rollout_adapters.kafka_bus import ConsumerOptions
+from rollout_adapters.kafka_bus import ConsumerOptions, KafkaBus
+from rollout_adapters.redis_store import RedisStore
 from rollout_adapters.shutdown import bounded_close
 from rollout_adapters.status_server import StatusServer
 from rollout_common import json_logging
@@ -38,28 +39,8 @@ async def run(settings: ExecutorSettings) -> None:
     bus = kafka_bus(settings, client_id=f"rollout-executor-{settings.executor_id}", consumer_options=options)
     store = redis_store(settings)
     metrics = ExecutorMetrics()
-    # Wall time, not monotonic: lease periods must agree between processes and hosts.
-    ledger = UpgradeLedger(store, executor_id=settings.executor_id, lease_s=settings.lease_s)
-    executor = Executor(
-        bus=bus,
-        ledger=ledger,
-        driver=build_driver(settings),
-        metrics=metrics,
-        executor_id=settings.executor_id,
-        topic_prefix=settings.topic_prefix,
-        max_concurrent_upgrades=settings.max_concurrent_upgrades,
-        wait_poll_s=min(1.0, settings.lease_s / 3),
-    )
-    service = ExecutorService(settings, bus=bus, executor=executor)
-    status = None
-    if settings.metrics_port:
-        status = StatusServer(
-            host=settings.metrics_host,
-            port=settings.metrics_port,
-            registry=metrics.registry,
-            ready=lambda: service.ready,
-        )
-        await status.start()
+    service = ExecutorService(settings, bus=bus, executor=_executor(settings, bus=bus, store=store, metrics=metrics))
+    status = await _status_server(settings, service=service, metrics=metrics)
     log.info(
         "executor %s starting",
         settings.executor_id,
@@ -73,6 +54,34 @@ async def run(settings: ExecutorSettings) -> None:
         await bounded_close("the Kafka clients", bus.close())
         await bounded_close("the Redis client", store.close())
         log.info("executor %s stopped", settings.executor_id)
+
+
+def _executor(settings: ExecutorSettings, *, bus: KafkaBus, store: RedisStore, metrics: ExecutorMetrics) -> Executor:
+    # Wall time, not monotonic: lease periods must agree between processes and hosts.
+    ledger = UpgradeLedger(store, executor_id=settings.executor_id, lease_s=settings.lease_s)
+    return Executor(
+        bus=bus,
+        ledger=ledger,
+        driver=build_driver(settings),
+        metrics=metrics,
+        executor_id=settings.executor_id,
+        topic_prefix=settings.topic_prefix,
+        max_concurrent_upgrades=settings.max_concurrent_upgrades,
+        wait_poll_s=min(1.0, settings.lease_s / 3),
+    )
+
+
+async def _status_server(
+    settings: ExecutorSettings, *, service: ExecutorService, metrics: ExecutorMetrics
+) -> StatusServer | None:
+    """The health and metrics port, started; None when it is turned off."""
+    if not settings.metrics_port:
+        return None
+    status = StatusServer(
+        host=settings.metrics_host, port=settings.metrics_port, registry=metrics.registry, ready=lambda: service.ready
+    )
+    await status.start()
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:

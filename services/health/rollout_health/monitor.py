@@ -49,6 +49,7 @@ from rollout_common.heartbeat import Heartbeat
 from rollout_common.ports import Record
 from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
 from rollout_health.cluster_health import ClusterHealth, after_heartbeat, after_silence, changes_nothing
+from rollout_health.faust_topics import changelog_configs
 from rollout_health.in_flight import InFlight
 from rollout_health.metrics import HealthMetrics
 from rollout_health.outbox import FaustOutbox, Outbox
@@ -144,7 +145,13 @@ class HealthMonitor:
             value_serializer="raw",
             partitions=partitions,
         )
-        self.table = KeyPartitionedTable(self.app, name=TABLE_NAME, partitions=partitions, key_type=str)
+        self.table = KeyPartitionedTable(
+            self.app,
+            name=TABLE_NAME,
+            partitions=partitions,
+            key_type=str,
+            extra_topic_configs=changelog_configs(settings),
+        )
         self.app.tables.add(self.table)
         self.readiness_topic = prefix + READINESS.name
         self.dead_letter_topic = prefix + DEAD_LETTER.name

@@ -74,18 +74,15 @@ class Reporter:
         """Probe every cluster once; returns the heartbeats published."""
         async with asyncio.TaskGroup() as group:
             checks = {cluster: group.create_task(self._probe.check(cluster)) for cluster in self._clusters}
-        published = []
         self._round_ok = True
-        for cluster, check in checks.items():
-            if not self._round_ok:
-                # The broker did not take one heartbeat: each of the others would wait as long.
-                # None of them is marked sent, so the next round publishes them all.
-                break
-            heartbeat = await self._report(cluster, check.result())
-            if heartbeat is not None:
-                published.append(heartbeat)
+        # Side by side, as the probes: one after the other, each waiting for its acknowledgement
+        # (acks=all, two brokers in sync), a round of 60 clusters took seconds on a three-broker
+        # cluster and a changed readiness waited for it. With the broker gone they all wait for
+        # the bus's bound once; the ones not taken are not marked sent, so the next round retries.
+        async with asyncio.TaskGroup() as group:
+            reports = [group.create_task(self._report(cluster, check.result())) for cluster, check in checks.items()]
         self.ready = self._round_ok
-        return published
+        return [heartbeat for report in reports if (heartbeat := report.result()) is not None]
 
     async def _report(self, cluster: str, result: ProbeResult) -> Heartbeat | None:
         now = self._clock()

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from rollout_adapters.connections import kafka_bus
 from rollout_common.errors import PermanentError, RolloutError
 from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
+from rollout_health.faust_topics import faust_topic_specs
 from rollout_health.partition_check import partition_problem
 from rollout_health.settings import MonitorSettings
 
@@ -33,7 +34,8 @@ class PartitionMismatchError(PermanentError):
 
 async def broker_ready(settings: MonitorSettings, stop: asyncio.Event) -> bool:
     """Wait until the broker creates (or has) the monitor's topics and their partition counts agree
-    with the settings; False if stopped first. A disagreement raises `PartitionMismatchError`.
+    with the settings, then create faust's own topics with the settings too; False if stopped first.
+    A disagreement raises `PartitionMismatchError`.
 
     Without `create_topics` there is nothing to ask, and the restart back-off does the waiting.
     """
@@ -45,6 +47,8 @@ async def broker_ready(settings: MonitorSettings, stop: asyncio.Event) -> bool:
             problem = await partition_problem(bus, settings)
             if problem is not None:
                 raise PartitionMismatchError(problem)
+            # After the check: a changelog made here has the heartbeats' count, which is then known good.
+            await bus.ensure_topics(faust_topic_specs(settings))
             return True
         except PartitionMismatchError:
             raise

@@ -2,10 +2,13 @@
 
 The engine never rescans the fleet per event; this module does, so tests can prove after every
 decision that the running counters equal a count from scratch, that no cluster is in flight twice,
-and that every run's last move is one the run table allows (STAT-2).
+that the keyed cluster timers are the pending ones, and that every run's last move is one the run
+table allows (STAT-2).
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState, StageRec
 from rollout_planner.engine.runs import allowed
@@ -18,7 +21,15 @@ def audit(state: EngineState) -> list[str]:
         problems += _partitions(state, stage, everyone)
         problems += _runs(state, stage, everyone)
     problems += _in_flight(state, everyone)
+    problems += _cluster_timers(state)
     return problems
+
+
+def _cluster_timers(state: EngineState) -> list[str]:
+    pending = Counter((t.at, t.ref, t.track) for t in state.timers if t.kind == "cluster")
+    if pending == Counter(state.cluster_timers):
+        return []
+    return [f"keyed cluster timers {dict(state.cluster_timers)} are not the pending ones {dict(pending)}"]
 
 
 def _partitions(state: EngineState, stage: StageRec, everyone: list[ClusterRec]) -> list[str]:

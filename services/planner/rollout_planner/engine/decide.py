@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable
 
 from rollout_common.check_results import CheckResult
@@ -29,10 +28,11 @@ from rollout_planner.engine.collections_paused import collections_paused
 from rollout_planner.engine.dispatch import dispatch_stage
 from rollout_planner.engine.gates.check_results import apply_check_result
 from rollout_planner.engine.gates.checks import sync_series
-from rollout_planner.engine.inventory import apply_inventory, build_fleet
+from rollout_planner.engine.inventory import Placement, apply_inventory, build_fleet
 from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, Offer, RolloutRec, put
 from rollout_planner.engine.sequence_change import apply_sequence_change
 from rollout_planner.engine.targets import enqueue
+from rollout_planner.engine.unknown_clusters import sum_up_unknown
 
 _SETTLE_ROUNDS = 1000
 
@@ -45,24 +45,28 @@ def new_state(sequence: Sequence, clusters: Iterable[Cluster], groups: Iterable[
     return state
 
 
-def decide(state: EngineState, event: Event | EventBatch, now: float) -> tuple[EngineState, list[Command]]:
+def decide(
+    state: EngineState, event: Event | EventBatch, now: float, *, placement: Placement = Placement.INCREMENTAL
+) -> tuple[EngineState, list[Command]]:
+    """`placement` is how inventory changes are placed: `FULL` only as the reference in tests."""
     state.now = now
     state.out = []
-    _apply(state, event)
+    _apply(state, event, placement)
     _fire_timers(state)
     _settle(state)
     _sync_checks(state)
     _end_rollouts(state)
     _request_wake(state)
+    sum_up_unknown(state)
     out, state.out = state.out, []
     return state, out
 
 
-def _apply(state: EngineState, event: Event | EventBatch) -> None:
+def _apply(state: EngineState, event: Event | EventBatch, placement: Placement) -> None:
     match event:
         case EventBatch():
             for inner in event.events:
-                _apply(state, inner)
+                _apply(state, inner, placement)
         case ReleaseTarget():
             _release(state, event)
         case StartRollout():
@@ -74,7 +78,7 @@ def _apply(state: EngineState, event: Event | EventBatch) -> None:
         case Readiness():
             results.apply_readiness(state, event)
         case InventoryChange():
-            apply_inventory(state, event)
+            apply_inventory(state, event, placement=placement)
         case SequenceChange():
             apply_sequence_change(state, event)
         case CheckResult():
@@ -132,7 +136,7 @@ def _launch(state: EngineState, rollout: RolloutRec, offer: Offer) -> None:
 
 def _fire_timers(state: EngineState) -> None:
     while state.timers and state.timers[0].at <= state.now:
-        timer = heapq.heappop(state.timers)
+        timer = state.pop_timer()
         if timer.kind == "cluster":
             cluster = state.clusters.get(timer.ref)
             if cluster is not None and cluster.waiting_until[timer.track] is not None:

@@ -286,7 +286,7 @@ def _look_again_when_blocked(state: EngineState, cluster: ClusterRec, track: int
     at = next_block(cluster, track, version, state.now)
     if at is None:
         return
-    if not any(t.at == at and t.kind == "cluster" and t.ref == cluster.name and t.track == track for t in state.timers):
+    if not state.has_cluster_timer(at, name=cluster.name, track=track):
         state.add_cluster_timer(at, name=cluster.name, track=track)
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
+from enum import StrEnum
 
 from rollout_common.commands import Notice
 from rollout_common.events import InventoryChange
@@ -25,9 +25,18 @@ from rollout_planner.engine.model import (
     StageRec,
     put,
 )
-from rollout_planner.engine.partitioning import assign_stages, plan_partitions
+from rollout_planner.engine.partitioning import StagePlan, assign_stages, plan_partitions
 from rollout_planner.engine.tally import attach, detach, recount_departed
 from rollout_planner.engine.targets import retarget, retarget_members
+
+
+class Placement(StrEnum):
+    """How an inventory change places its cluster in a stage."""
+
+    INCREMENTAL = "incremental"  # only what the change touches moves (`membership`)
+    # every change recomputes its stages, as before the incremental placement: the reference the
+    # incremental one is tested against
+    FULL = "full"
 
 
 def build_fleet(state: EngineState, clusters: Iterable[Cluster]) -> None:
@@ -36,13 +45,7 @@ def build_fleet(state: EngineState, clusters: Iterable[Cluster]) -> None:
         state.clusters[spec.name] = state.record(spec)
     membership = assign_stages(state.sequence, list(state.clusters.values()), state.groups.values())
     for name, stages in membership.conflicts.items():
-        state.emit(
-            Notice(
-                code="SEQ-2",
-                cluster=name,
-                message=f"cluster {name} matches stages {', '.join(stages)}; it joins none (SEQ-2)",
-            )
-        )
+        conflict_notice(state, name, stages)
     stage_of = membership.stage_of
     for stage in state.stages:
         index = stage.index
@@ -51,7 +54,22 @@ def build_fleet(state: EngineState, clusters: Iterable[Cluster]) -> None:
 
 def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None:
     """Recompute the stage's partitions over its members (PART-4) and recount everything in it."""
-    keep = set(names)
+    _release_members(state, stage, keep=set(names))
+    plan = plan_partitions(stage.spec, [state.clusters[n] for n in names], state.groups.values())
+    _place_partitions(state, stage, plan)
+    stage.members = plan.members
+    stage.no_partition = plan.no_partition
+    for name in stage.no_partition:
+        state.clusters[name].stage = stage.index
+    _retarget_all(state, stage)
+    recount_departed(state, stage)
+    for track in TRACK_INDEXES:
+        revisit_stuck(state, stage, track)
+    state.dirty.add(stage.index)
+
+
+def _release_members(state: EngineState, stage: StageRec, *, keep: set[str]) -> None:
+    """Every member uncounted and unplaced; those not kept lose the stage's targets too."""
     for name in stage.members + stage.no_partition:
         cluster = state.clusters.get(name)
         if cluster is not None:
@@ -60,9 +78,11 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
                 drop_targets(stage, cluster)
             cluster.stage = cluster.partition = None
             cluster.queued = NO_FLAGS
+
+
+def _place_partitions(state: EngineState, stage: StageRec, plan: StagePlan) -> None:
     clusters = state.clusters
     stage_index = stage.index
-    plan = plan_partitions(stage.spec, [clusters[n] for n in names], state.groups.values())
     stage.partitions = []
     for index, part in enumerate(plan.partitions):
         record = PartitionRec(
@@ -82,26 +102,23 @@ def rebuild_stage(state: EngineState, stage: StageRec, names: list[str]) -> None
                 or not cluster.compute_available()
             ):
                 attach(state, cluster)
-    stage.members = plan.members
-    stage.no_partition = plan.no_partition
-    for name in stage.no_partition:
-        state.clusters[name].stage = stage.index
+
+
+def _retarget_all(state: EngineState, stage: StageRec) -> None:
     # without an offer on either track, a cluster without a target keeps none: no retarget needed
     # (retargeting one cluster touches nothing another's attach reads: a pass of its own)
     if any(stage.offers(track) for track in TRACK_INDEXES):
         retarget_members(state, stage, stage.members)
-    else:
-        for name in stage.members:
-            cluster = clusters[name]
-            if cluster.target is not NO_PAIR:
-                retarget(state, cluster)
-    recount_departed(state, stage)
-    for track in TRACK_INDEXES:
-        revisit_stuck(state, stage, track)
-    state.dirty.add(stage.index)
+        return
+    for name in stage.members:
+        cluster = state.clusters[name]
+        if cluster.target is not NO_PAIR:
+            retarget(state, cluster)
 
 
-def apply_inventory(state: EngineState, event: InventoryChange) -> None:
+def apply_inventory(
+    state: EngineState, event: InventoryChange, *, placement: Placement = Placement.INCREMENTAL
+) -> None:
     """SEQ-6: a join, leave or relabel re-evaluates the stages it touches, visibly."""
     if event.cluster_group is not None:
         _apply_group(state, event.action, event.cluster_group)
@@ -110,95 +127,100 @@ def apply_inventory(state: EngineState, event: InventoryChange) -> None:
     if name is None:
         state.emit(Notice(code="INVALID_INVENTORY", message="inventory change without a cluster name"))
         return
+    if event.action == "remove":
+        _remove(state, name, state.clusters.get(name), placement=placement)
+    elif event.cluster is None:
+        state.emit(Notice(code="INVALID_INVENTORY", cluster=name, message=f"upsert of {name} without its record"))
+    else:
+        _apply_upsert(state, event.cluster, placement=placement)
+
+
+def _apply_upsert(state: EngineState, spec: Cluster, *, placement: Placement) -> None:
+    """A cluster registered or changed: placed in the stage it now selects, and out of the one it left."""
+    name = spec.name
     old = state.clusters.get(name)
     old_stage = old.stage if old is not None else None
-    if event.action == "remove":
-        _remove(state, name, old)
-        return
-    if event.cluster is None:
-        state.emit(Notice(code="INVALID_INVENTORY", cluster=name, message=f"upsert of {name} without its record"))
-        return
-    if old is None and name in state.departed:
-        # back before its upgrade in flight reported: the same record, so the result still lands
-        old = state.departed.pop(name)
-        state.clusters[name] = old
-    elif old is None and name in state.left:
-        old = state.left.pop(name)  # back after it left: what the rollouts did to it still counts
-        state.clusters[name] = old
-    record = _upsert(state, event.cluster, old)
-    membership = assign_stages(state.sequence, [event.cluster], state.groups.values())
+    record = _upsert(state, spec, old if old is not None else _returning(state, name))
+    membership = assign_stages(state.sequence, [spec], state.groups.values())
     new_stage = membership.stage_of.get(name)
     if name in membership.conflicts:
-        state.emit(
-            Notice(
-                code="SEQ-2",
-                cluster=name,
-                message=f"cluster {name} matches stages {', '.join(membership.conflicts[name])}; it joins none (SEQ-2)",
-            )
-        )
+        conflict_notice(state, name, membership.conflicts[name])
     # the stage it leaves first, so that stage lets go of it before the one it joins counts it
     if old_stage is not None and old_stage != new_stage:
-        _let_go(state, state.stages[old_stage], record)
+        _let_go(state, state.stages[old_stage], record, placement=placement)
     if new_stage is not None:
-        _place(state, state.stages[new_stage], record, joins=old_stage != new_stage)
+        _place(state, state.stages[new_stage], record, joins=old_stage != new_stage, placement=placement)
     if new_stage is None:
         record.stage = record.partition = None
     if old_stage != new_stage:
-        before = "no stage" if old_stage is None else state.stages[old_stage].spec.name
-        after = None if new_stage is None else state.stages[new_stage].spec.name
-        state.emit(
-            Notice(
-                code="SEQ-6",
-                cluster=name,
-                stage=after if after is not None else before if old_stage is not None else None,
-                message=f"cluster {name} moved from {before} to {after or 'no stage'}",
-            )
+        _moved_notice(state, name, old_stage=old_stage, new_stage=new_stage)
+
+
+def _returning(state: EngineState, name: str) -> ClusterRec | None:
+    """The record of a cluster registered again, put back among the clusters; None for a new one."""
+    # back before its upgrade in flight reported: the same record, so the result still lands;
+    # back after it left: what the rollouts did to it still counts
+    old = state.departed.pop(name, None)
+    if old is None:
+        old = state.left.pop(name, None)
+    if old is not None:
+        state.clusters[name] = old
+    return old
+
+
+def conflict_notice(state: EngineState, name: str, stages: Iterable[str]) -> None:
+    """SEQ-2: a cluster that more than one stage selects joins none, and it is said."""
+    state.emit(
+        Notice(
+            code="SEQ-2",
+            cluster=name,
+            message=f"cluster {name} matches stages {', '.join(stages)}; it joins none (SEQ-2)",
         )
+    )
 
 
-def _place(state: EngineState, stage: StageRec, record: ClusterRec, *, joins: bool) -> None:
+def _moved_notice(state: EngineState, name: str, *, old_stage: int | None, new_stage: int | None) -> None:
+    before = "no stage" if old_stage is None else state.stages[old_stage].spec.name
+    after = None if new_stage is None else state.stages[new_stage].spec.name
+    state.emit(
+        Notice(
+            code="SEQ-6",
+            cluster=name,
+            stage=after if after is not None else before if old_stage is not None else None,
+            message=f"cluster {name} moved from {before} to {after or 'no stage'}",
+        )
+    )
+
+
+def _place(state: EngineState, stage: StageRec, record: ClusterRec, *, joins: bool, placement: Placement) -> None:
     """A join or a change in place costs what it touches (`membership`); anything else, or every
-    change while `recomputed_in_full` holds, recomputes the stage."""
-    if _incremental[0] and joins:
+    change placed in full, recomputes the stage."""
+    incremental = placement is Placement.INCREMENTAL
+    if incremental and joins:
         join_stage(state, stage, record)
-    elif _incremental[0] and stays_in_place(state, stage, record):
+    elif incremental and stays_in_place(state, stage, record):
         refresh_member(state, stage, record)
     else:
         names = [n for n in _stage_names(state, stage.index) if n != record.name]
         rebuild_stage(state, stage, [*names, record.name])
 
 
-def _let_go(state: EngineState, stage: StageRec, record: ClusterRec) -> None:
+def _let_go(state: EngineState, stage: StageRec, record: ClusterRec, *, placement: Placement) -> None:
     """The stage lets go of a cluster that leaves it (removed, relabelled, moved to another stage)."""
-    if _incremental[0]:
+    if placement is Placement.INCREMENTAL:
         leave_stage(state, stage, record)
     else:
         rebuild_stage(state, stage, [n for n in _stage_names(state, stage.index) if n != record.name])
 
 
-# whether joins, leaves and changes in place are applied incrementally; off only in `recomputed_in_full`
-_incremental = [True]
-
-
-@contextmanager
-def recomputed_in_full() -> Iterator[None]:
-    """Every inventory change recomputes its stages, as before the incremental placement: the
-    reference the incremental one is tested against."""
-    _incremental[0] = False
-    try:
-        yield
-    finally:
-        _incremental[0] = True
-
-
-def _remove(state: EngineState, name: str, old: ClusterRec | None) -> None:
+def _remove(state: EngineState, name: str, old: ClusterRec | None, *, placement: Placement) -> None:
     """SEQ-6a: a removed cluster is never handed out again; an upgrade in flight still reports back."""
     if old is None:
         return
     stage_name = None if old.stage is None else state.stages[old.stage].spec.name
     if old.stage is not None:
         # let go while the record still exists, so its counts and targets are taken out first
-        _let_go(state, state.stages[old.stage], old)
+        _let_go(state, state.stages[old.stage], old, placement=placement)
     del state.clusters[name]
     if not old.busy:
         state.left[name] = old
@@ -216,13 +238,8 @@ def _remove(state: EngineState, name: str, old: ClusterRec | None) -> None:
 def _apply_group(state: EngineState, action: str, group: ClusterGroup) -> None:
     """A group defined, changed or removed: every cluster's stage is evaluated again (SEQ-6), and the
     partitions of every stage, since partitions may select by group too."""
-    if action == "remove":
-        if state.groups.pop(group.name, None) is None:
-            return
-    elif state.groups.get(group.name) == group:
-        return  # redelivered or unchanged: nothing moves
-    else:
-        state.groups[group.name] = group
+    if not _group_changed(state, action, group):
+        return
     before = {name: record.stage for name, record in state.clusters.items()}
     membership = assign_stages(state.sequence, list(state.clusters.values()), state.groups.values())
     # Stages first let go of the clusters that leave them, so the stage a cluster joins never counts
@@ -246,6 +263,16 @@ def _apply_group(state: EngineState, action: str, group: ClusterGroup) -> None:
                     f"(cluster group {group.name}: {action})",
                 )
             )
+
+
+def _group_changed(state: EngineState, action: str, group: ClusterGroup) -> bool:
+    """The group removed or stored; False when that changes nothing (redelivered, or unknown)."""
+    if action == "remove":
+        return state.groups.pop(group.name, None) is not None
+    if state.groups.get(group.name) == group:
+        return False
+    state.groups[group.name] = group
+    return True
 
 
 def _stage_name(state: EngineState, index: int | None) -> str | None:

@@ -26,7 +26,6 @@ from rollout_planner.engine.model import (
     PartitionRec,
     StageRec,
     put,
-    put_count,
 )
 from rollout_planner.engine.partitioning import automatic_bounds, automatic_name, manual_limit, manual_matches
 from rollout_planner.engine.tally import attach, detach, recount_departed
@@ -251,13 +250,7 @@ def drop_targets(stage: StageRec, cluster: ClusterRec) -> None:
     for track in TRACK_INDEXES:
         if cluster.running[track] is not None:
             continue
-        run = stage.runs[track].get(cluster.target_run[track] or "")
-        if run is not None:
-            run.remaining -= 1
-            run.overtaken = False  # it left the stage: no newer rollout took it (SOAK-4c)
-        cluster.target = put(cluster.target, track, None)
-        cluster.target_run = put(cluster.target_run, track, None)
-        cluster.retries = put_count(cluster.retries, track, 0)
+        cluster.leave_run(track, stage.runs[track].get(cluster.target_run[track] or ""))
         cluster.waiting_until = put(cluster.waiting_until, track, None)
 
 

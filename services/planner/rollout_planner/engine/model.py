@@ -248,6 +248,16 @@ class ClusterRec:
             and (self.running is NO_PAIR or (self.running[CP] is None and self.running[NODES] is None))
         )
 
+    def leave_run(self, track: int, run: Run | None) -> None:
+        """The cluster no longer counts towards `run`, the run that targeted it on the track (it
+        left the stage): its target and the retries spent on it go (SEQ-6a)."""
+        if run is not None:
+            run.remaining -= 1
+            run.overtaken = False  # it left the stage: no newer rollout took it (SOAK-4c)
+        self.target = put(self.target, track, None)
+        self.target_run = put(self.target_run, track, None)
+        self.retries = put_count(self.retries, track, 0)
+
 
 class PartitionRec:
     __slots__ = (
@@ -500,6 +510,28 @@ class Timer:
     stage: int = field(default=-1, compare=False)
 
 
+@dataclass(slots=True)
+class UnknownName:
+    """A cluster name the engine does not know, said in a notice at `at`; `held`: events since."""
+
+    at: float
+    held: int = 0
+
+
+@dataclass(slots=True)
+class UnknownClusters:
+    """What the UNKNOWN_CLUSTER notices said (`engine/unknown_clusters.py`): kept in the snapshot, so a
+    restarted planner does not say again a name it said within the period."""
+
+    interval_s: float = 3600.0  # the planner's setting, given before each decision; not stored
+    max_names: int = 10_000
+    said: dict[str, UnknownName] = field(default_factory=dict)
+    overflow: int = 0  # events about names beyond max_names since the last summary
+    summary_at: float | None = None
+    pruned_at: float | None = None
+    events: int = 0  # every event about an unknown cluster, said or not (the planner's metric)
+
+
 class EngineState:
     """Everything the planner decides from. Persisted as a snapshot by the shell."""
 
@@ -522,9 +554,13 @@ class EngineState:
         self.rollouts: dict[str, RolloutRec] = {}
         self.seen_events: set[str] = set()
         self.soak_overrides: dict[tuple[str, str], float | None] = {}  # None: removed (OPS-2)
+        self.unknown = UnknownClusters()
         self.gates: dict[GateKey, GateRec] = {}  # CHK-1: approval gates reached, by rollout, stage, position
         self.checks: dict[CheckKey, CheckRec] = {}  # CHK-2: checks of a rollout at a stage, their series
         self.timers: list[Timer] = []
+        # the pending cluster timers by (at, cluster, track), how many of each: asking whether one is
+        # already due costs the same however many timers are pending (WIN-3, a held cluster)
+        self.cluster_timers: dict[tuple[float, str, int], int] = {}
         self.next_command = 0
         self.dirty: set[int] = set()
         self.out: list[Command] = []
@@ -572,6 +608,27 @@ class EngineState:
     def add_cluster_timer(self, at: float, *, name: str, track: int) -> None:
         # after every run timer of the same instant: windows open once stages have moved on
         heapq.heappush(self.timers, Timer(at, (len(self.stages), 0), "cluster", track, name))
+        key = (at, name, track)
+        self.cluster_timers[key] = self.cluster_timers.get(key, 0) + 1
+
+    def has_cluster_timer(self, at: float, *, name: str, track: int) -> bool:
+        return (at, name, track) in self.cluster_timers
+
+    def pop_timer(self) -> Timer:
+        """The earliest pending timer, taken off the heap (and off the keyed cluster timers)."""
+        timer = heapq.heappop(self.timers)
+        if timer.kind == "cluster":
+            key = (timer.at, timer.ref, timer.track)
+            left = self.cluster_timers[key] - 1
+            if left:
+                self.cluster_timers[key] = left
+            else:
+                del self.cluster_timers[key]
+        return timer
+
+    def clear_timers(self) -> None:
+        self.timers = []
+        self.cluster_timers = {}
 
     def emit(self, command: Command) -> None:
         self.out.append(command)

@@ -14,18 +14,13 @@ from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, Run
 from rollout_planner.engine.runs import transition
 from rollout_planner.engine.tally import located, refresh
 from rollout_planner.engine.targets import enqueue, retarget
+from rollout_planner.engine.unknown_clusters import unknown_cluster
 
 
 def apply_result(state: EngineState, event: UpgradeResult) -> None:
     cluster = state.clusters.get(event.cluster) or state.departed.get(event.cluster)
     if cluster is None:
-        state.emit(
-            Notice(
-                code="UNKNOWN_CLUSTER",
-                message=f"upgrade result for unknown cluster {event.cluster}",
-                cluster=event.cluster,
-            )
-        )
+        unknown_cluster(state, name=event.cluster, message=f"upgrade result for unknown cluster {event.cluster}")
         return
     track = CP if event.track.value == "controlPlane" else NODES
     version = parse_version(event.version)
@@ -93,12 +88,7 @@ def _failed(state: EngineState, cluster: ClusterRec, track: int, error: str, run
     if moved:
         # SEQ-6a: recorded on the cluster; the run that handed it out counts it as done, and from
         # now on it follows its new membership
-        if run is not None:
-            run.remaining -= 1
-            run.overtaken = False  # it left the stage: no newer rollout took it (SOAK-4c)
-        cluster.target = put(cluster.target, track, None)
-        cluster.target_run = put(cluster.target_run, track, None)
-        cluster.retries = put_count(cluster.retries, track, 0)
+        cluster.leave_run(track, run)
     refresh(state, cluster)
     if run is None:
         return
@@ -131,13 +121,7 @@ def apply_readiness(state: EngineState, event: Readiness) -> None:
     cluster = state.clusters.get(event.cluster)
     if cluster is None:
         if event.cluster not in state.departed:
-            state.emit(
-                Notice(
-                    code="UNKNOWN_CLUSTER",
-                    message=f"readiness for unknown cluster {event.cluster}",
-                    cluster=event.cluster,
-                )
-            )
+            unknown_cluster(state, name=event.cluster, message=f"readiness for unknown cluster {event.cluster}")
         return
     observed = event.observed_at
     if observed is not None:

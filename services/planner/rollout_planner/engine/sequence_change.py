@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import heapq
 
-from rollout_common.commands import CommandAck, Notice
+from rollout_common.commands import CommandAck
 from rollout_common.events import SequenceChange
 from rollout_common.sequence import Sequence
 from rollout_planner.engine.errors import EngineInvariantError
-from rollout_planner.engine.inventory import rebuild_stage
+from rollout_planner.engine.inventory import conflict_notice, rebuild_stage
 from rollout_planner.engine.lifecycle import receive_qualified, recompute_soak
 from rollout_planner.engine.model import (
     NO_FLAGS,
@@ -88,6 +88,34 @@ def _conflict(state: EngineState, new: Sequence) -> str | None:
 
 def _replace(state: EngineState, new: Sequence) -> None:
     """Swap the definition, carry runs over by stage name, and re-evaluate membership (SEQ-6/6a)."""
+    stages, moved = _carried_over(state, new)
+    state.sequence = new
+    state.stages = stages
+    state.stage_by_name = {s.spec.name: s for s in stages}
+    _remap_timers(state, moved)
+    failed = _reset_clusters(state, moved)
+    membership = assign_stages(new, list(state.clusters.values()))
+    for name, conflict in membership.conflicts.items():
+        conflict_notice(state, name, conflict)
+    grouped: dict[int, list[str]] = {}
+    for name, index in membership.stage_of.items():
+        grouped.setdefault(index, []).append(name)
+    for stage in stages:
+        rebuild_stage(state, stage, grouped.get(stage.index, []))
+    _settle_failed(state, failed)
+    for stage in stages:
+        recount_departed(state, stage)  # once every cluster is placed again
+    for stage in stages:
+        for track in TRACK_INDEXES:  # a changed soak applies to the soaks under way
+            for run in list(stage.runs[track].values()):
+                recompute_soak(state, run, detail="soak changed by the sequence (SEQ-7)", unchanged_too=False)
+        receive_qualified(state, stage)  # a new stage behind a qualified version starts with it
+    state.dirty = set(range(len(stages)))  # indexes of the old definition mean nothing now
+
+
+def _carried_over(state: EngineState, new: Sequence) -> tuple[list[StageRec], dict[int, int]]:
+    """The new definition's stages, each with the runs of the old stage of its name (emptied of
+    members, to be placed again), and which old index moved to which new one."""
     by_name = {s.spec.name: s for s in state.stages}
     moved: dict[int, int] = {}
     stages: list[StageRec] = []
@@ -104,34 +132,7 @@ def _replace(state: EngineState, new: Sequence) -> None:
                     run.remaining = 0
             record.members, record.no_partition, record.partitions = [], [], []
         stages.append(record)
-    state.sequence = new
-    state.stages = stages
-    state.stage_by_name = {s.spec.name: s for s in stages}
-    _remap_timers(state, moved)
-    failed = _reset_clusters(state, moved)
-    membership = assign_stages(new, list(state.clusters.values()))
-    for name, conflict in membership.conflicts.items():
-        state.emit(
-            Notice(
-                code="SEQ-2",
-                cluster=name,
-                message=f"cluster {name} matches stages {', '.join(conflict)}; it joins none (SEQ-2)",
-            )
-        )
-    grouped: dict[int, list[str]] = {}
-    for name, index in membership.stage_of.items():
-        grouped.setdefault(index, []).append(name)
-    for stage in stages:
-        rebuild_stage(state, stage, grouped.get(stage.index, []))
-    _settle_failed(state, failed)
-    for stage in stages:
-        recount_departed(state, stage)  # once every cluster is placed again
-    for stage in stages:
-        for track in TRACK_INDEXES:  # a changed soak applies to the soaks under way
-            for run in list(stage.runs[track].values()):
-                recompute_soak(state, run, detail="soak changed by the sequence (SEQ-7)", unchanged_too=False)
-        receive_qualified(state, stage)  # a new stage behind a qualified version starts with it
-    state.dirty = set(range(len(stages)))  # indexes of the old definition mean nothing now
+    return stages, moved
 
 
 def _remap_timers(state: EngineState, moved: dict[int, int]) -> None:

@@ -31,6 +31,8 @@ from rollout_planner.engine.model import (
     Offer,
     RolloutRec,
     Run,
+    UnknownClusters,
+    UnknownName,
     pair,
     profile_key,
     put,
@@ -126,6 +128,7 @@ def document(state: EngineState) -> dict[str, Any]:
             for (r, s, c), k in state.checks.items()
         ],
         "timers": [[t.at, t.kind, t.stage, t.track, t.ref] for t in state.timers],
+        "unknown": _unknown(state.unknown),
         "rollouts": [_rollout(r) for r in state.rollouts.values()],
         "clusters": _clusters(list(state.clusters.values()), profiles, table, by_content),
         "groups": [g.model_dump(mode="json", by_alias=True) for g in state.groups.values()],
@@ -135,6 +138,24 @@ def document(state: EngineState) -> dict[str, Any]:
         "profiles": table,
     }
     return doc
+
+
+def _unknown(unknown: UnknownClusters) -> dict[str, Any]:
+    return {
+        "said": [[name, said.at, said.held] for name, said in unknown.said.items()],
+        "overflow": unknown.overflow,
+        "summaryAt": unknown.summary_at,
+        "prunedAt": unknown.pruned_at,
+        "events": unknown.events,
+    }
+
+
+def _load_unknown(unknown: UnknownClusters, raw: dict[str, Any]) -> None:
+    unknown.said = {name: UnknownName(at, held) for name, at, held in raw["said"]}
+    unknown.overflow = raw["overflow"]
+    unknown.summary_at = raw["summaryAt"]
+    unknown.pruned_at = raw["prunedAt"]
+    unknown.events = raw["events"]
 
 
 def _rollout(r: RolloutRec) -> dict[str, Any]:
@@ -160,6 +181,60 @@ def _clusters(
     """Columns: names, then per cluster an index into the distinct profiles, version pairs and
     facts. The per-cluster passes run in C (attrgetter, map, dict): the columns of a million
     clusters take about a second where a JSON object per cluster took about a minute."""
+    _table_profiles(records, profiles, table, profiles_by_content)
+    version_pairs, versions = _version_columns(records)
+    facts = list(map(_facts_of, records))  # hashed by value: pairs of None, str, int, frozenset
+    fact_index = {key: i for i, key in enumerate(dict.fromkeys(facts))}
+    return {
+        "names": list(map(_name_of, records)),
+        "profile": list(map(profiles.__getitem__, map(id, map(_profile_of, records)))),
+        "versionPairs": version_pairs,
+        "versions": versions,
+        "factRows": [_facts(row) for row in fact_index],
+        "facts": list(map(fact_index.__getitem__, facts)),
+        "observedAt": list(map(_observed_of, records)),
+        "finishedAt": list(map(_finished_of, records)),
+        **_sparse_columns(records),
+    }
+
+
+def _sparse_columns(records: list[ClusterRec]) -> dict[str, Any]:
+    """What only some clusters have, by index (what `_load_kept` reads)."""
+    kept = [(i, _kept_targets(c)) for i, c in enumerate(records) if c.running is not NO_PAIR or c.failed is not NO_PAIR]
+    mismatched = [[i, [_v(v) for v in c.mismatch]] for i, c in enumerate(records) if c.mismatch is not NO_PAIR]
+    upgraded = [[i, list(c.upgraded_at)] for i, c in enumerate(records) if c.upgraded_at is not NO_PAIR]
+    floors = [[i, [_v(v) for v in c.floor]] for i, c in enumerate(records) if c.floor is not NO_PAIR]
+    return {
+        # a running or failed upgrade's target is a decision already made: kept, not recomputed
+        "keptTargets": [[i, targets] for i, targets in kept if targets != [None, None]],
+        # VERSION_MISMATCH: only the clusters that disagree, by index, and only when one does
+        **({"mismatch": mismatched} if mismatched else {}),
+        # CHK-4: when each track's last upgrade finished, for the clusters where one is known
+        **({"upgradedAt": upgraded} if upgraded else {}),
+        # the versions an inventory lowering left as floors (START-3), only where there is one
+        **({"floors": floors} if floors else {}),
+    }
+
+
+def _version_columns(records: list[ClusterRec]) -> tuple[list[list[str]], list[int]]:
+    """The distinct version pairs, and per cluster the index of its pair."""
+    # version pairs are shared objects (model.pair): their identities stand for their values (a
+    # Version hashes in Python); every pass below runs in C (map, zip, dict)
+    pairs = list(map(id, map(_versions_of, records)))
+    pair_of = dict(zip(pairs, map(_versions_of, records), strict=True))
+    # equal pairs that are distinct objects (a copied state) are one entry: hashed by value once each
+    distinct: dict[tuple[Version, Version], int] = {}
+    pair_index = {key: distinct.setdefault(versions, len(distinct)) for key, versions in pair_of.items()}
+    return [[v.text for v in versions] for versions in distinct], list(map(pair_index.__getitem__, pairs))
+
+
+def _table_profiles(
+    records: list[ClusterRec],
+    profiles: dict[int, int],
+    table: list[dict[str, Any]],
+    profiles_by_content: dict[str, int],
+) -> None:
+    """Each distinct profile of `records` into the table once; `profiles`: its index by identity."""
     for profile in dict.fromkeys(map(_profile_of, records)):
         if id(profile) not in profiles:
             # by content: equal profiles that are distinct objects are one entry (the same bytes
@@ -170,37 +245,6 @@ def _clusters(
                 profiles_by_content[key] = len(table)
                 table.append(raw)
             profiles[id(profile)] = profiles_by_content[key]
-    # version pairs are shared objects (model.pair): their identities stand for their values (a
-    # Version hashes in Python); every pass below runs in C (map, zip, dict)
-    pairs = list(map(id, map(_versions_of, records)))
-    pair_of = dict(zip(pairs, map(_versions_of, records), strict=True))
-    # equal pairs that are distinct objects (a copied state) are one entry: hashed by value once each
-    distinct: dict[tuple[Version, Version], int] = {}
-    pair_index = {key: distinct.setdefault(versions, len(distinct)) for key, versions in pair_of.items()}
-    facts = list(map(_facts_of, records))  # hashed by value: pairs of None, str, int, frozenset
-    fact_index = {key: i for i, key in enumerate(dict.fromkeys(facts))}
-    kept = [(i, _kept_targets(c)) for i, c in enumerate(records) if c.running is not NO_PAIR or c.failed is not NO_PAIR]
-    mismatched = [[i, [_v(v) for v in c.mismatch]] for i, c in enumerate(records) if c.mismatch is not NO_PAIR]
-    upgraded = [[i, list(c.upgraded_at)] for i, c in enumerate(records) if c.upgraded_at is not NO_PAIR]
-    floors = [[i, [_v(v) for v in c.floor]] for i, c in enumerate(records) if c.floor is not NO_PAIR]
-    return {
-        "names": list(map(_name_of, records)),
-        "profile": list(map(profiles.__getitem__, map(id, map(_profile_of, records)))),
-        "versionPairs": [[v.text for v in versions] for versions in distinct],
-        "versions": list(map(pair_index.__getitem__, pairs)),
-        "factRows": [_facts(row) for row in fact_index],
-        "facts": list(map(fact_index.__getitem__, facts)),
-        "observedAt": list(map(_observed_of, records)),
-        "finishedAt": list(map(_finished_of, records)),
-        # a running or failed upgrade's target is a decision already made: kept, not recomputed
-        "keptTargets": [[i, targets] for i, targets in kept if targets != [None, None]],
-        # VERSION_MISMATCH: only the clusters that disagree, by index, and only when one does
-        **({"mismatch": mismatched} if mismatched else {}),
-        # CHK-4: when each track's last upgrade finished, for the clusters where one is known
-        **({"upgradedAt": upgraded} if upgraded else {}),
-        # the versions an inventory lowering left as floors (START-3), only where there is one
-        **({"floors": floors} if floors else {}),
-    }
 
 
 def _profile(p: ClusterProfile) -> dict[str, Any]:
@@ -291,13 +335,7 @@ def load(data: bytes) -> EngineState:
 
 
 def _load(data: bytes) -> EngineState:
-    found = stored_format(data)  # formats 1-3 were JSON: refused with the format they name
-    if found != FORMAT_VERSION:
-        raise ValueError(f"snapshot format {found!r} is not {FORMAT_VERSION}")
-    try:
-        doc = msgspec.msgpack.decode(data[data.find(b"\n") + 1 :])
-    except msgspec.DecodeError as exc:
-        raise ValueError(f"the snapshot is not format {FORMAT_VERSION} (MessagePack): {exc}") from exc
+    doc = _decoded(data)
     state = EngineState(sequence=Sequence.model_validate(doc["sequence"]))
     state.now = doc["now"]
     state.next_command = doc["nextCommand"]
@@ -315,25 +353,57 @@ def _load(data: bytes) -> EngineState:
         )
         for r, s, c, since, interval, seen, outcome, value, failed, unsure in doc.get("checks", [])
     }
-    state.timers = []
-    for at, kind, stage, track, ref in doc["timers"]:
-        if kind == "cluster":
-            state.add_cluster_timer(at, name=ref, track=track)
-        else:
-            state.add_run_timer(at, kind, stage=stage, track=track, rollout_id=ref)
+    _load_timers(state, doc["timers"])
+    if "unknown" in doc:  # absent from a snapshot written before: nothing said yet
+        _load_unknown(state.unknown, doc["unknown"])
     for raw in doc["rollouts"]:
         state.rollouts[raw["id"]] = _load_rollout(raw)
+    _load_fleet(state, doc)
+    for stage, raw in zip(state.stages, doc["stages"], strict=True):
+        _load_stage(state, stage, raw)
+    for stage in state.stages:
+        recount_departed(state, stage)  # once every cluster is placed again
+    _count_remaining(state)
+    state.out = []
+    # a restarted planner looks at every stage once: dispatching an unchanged stage changes nothing
+    # (the live planner looks again when time alone changes a stage: a queued cluster's window
+    # closing wakes it, WIN-3)
+    state.dirty = set(range(len(state.stages)))
+    return state
+
+
+def _decoded(data: bytes) -> dict[str, Any]:
+    found = stored_format(data)  # formats 1-3 were JSON: refused with the format they name
+    if found != FORMAT_VERSION:
+        raise ValueError(f"snapshot format {found!r} is not {FORMAT_VERSION}")
+    try:
+        doc: dict[str, Any] = msgspec.msgpack.decode(data[data.find(b"\n") + 1 :])
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"the snapshot is not format {FORMAT_VERSION} (MessagePack): {exc}") from exc
+    return doc
+
+
+def _load_fleet(state: EngineState, doc: dict[str, Any]) -> None:
+    """The clusters (members, departed mid-upgrade, left) with their shared profiles, and the groups."""
     profiles = [_load_profile(state, raw) for raw in doc["profiles"]]
     state.clusters = _load_clusters(doc["clusters"], profiles)
     state.groups = {g.name: g for g in (ClusterGroup.model_validate(raw) for raw in doc["groups"])}
     state.departed = _load_clusters(doc["departed"], profiles)
     state.left = _load_clusters(doc["left"], profiles)
-    for stage, raw in zip(state.stages, doc["stages"], strict=True):
-        _load_stage(state, stage, raw)
-    for stage in state.stages:
-        recount_departed(state, stage)  # once every cluster is placed again
-    # an upgrade in flight counts for the run that handed it out, wherever the cluster is now; a
-    # failed one for its stage's run (retargeting passed over both)
+
+
+def _load_timers(state: EngineState, timers: list[list[Any]]) -> None:
+    state.clear_timers()
+    for at, kind, stage, track, ref in timers:
+        if kind == "cluster":
+            state.add_cluster_timer(at, name=ref, track=track)
+        else:
+            state.add_run_timer(at, kind, stage=stage, track=track, rollout_id=ref)
+
+
+def _count_remaining(state: EngineState) -> None:
+    """An upgrade in flight counts for the run that handed it out, wherever the cluster is now; a
+    failed one for its stage's run (retargeting passed over both)."""
     for cluster in [*state.clusters.values(), *state.departed.values()]:
         for track, origin in enumerate(cluster.origin):
             if cluster.running[track] is not None and origin is not None:
@@ -346,12 +416,6 @@ def _load(data: bytes) -> EngineState:
                 run = state.stages[where].runs[track].get(cluster.target_run[track] or "")
                 if run is not None:
                     run.remaining += 1
-    state.out = []
-    # a restarted planner looks at every stage once: dispatching an unchanged stage changes nothing
-    # (the live planner looks again when time alone changes a stage: a queued cluster's window
-    # closing wakes it, WIN-3)
-    state.dirty = set(range(len(state.stages)))
-    return state
 
 
 def _load_rollout(raw: dict[str, Any]) -> RolloutRec:
@@ -435,7 +499,13 @@ def _load_clusters(raw: dict[str, Any], profiles: list[ClusterProfile]) -> dict[
             record.retries,
         ) = rows[facts]
         out[name] = record
-    records = list(out.values())
+    _load_kept(list(out.values()), raw)
+    return out
+
+
+def _load_kept(records: list[ClusterRec], raw: dict[str, Any]) -> None:
+    """By index: the targets of upgrades running or failed, the versions of clusters that disagree, and
+    when each track was last upgraded."""
     for index, kept in raw["keptTargets"]:
         record = records[index]
         for track, target in enumerate(kept):
@@ -448,7 +518,6 @@ def _load_clusters(raw: dict[str, Any], profiles: list[ClusterProfile]) -> dict[
         records[index].upgraded_at = pair(at[0], at[1])
     for index, floor in raw.get("floors", []):
         records[index].floor = pair(_pv(floor[0]), _pv(floor[1]))
-    return out
 
 
 def _load_stage(state: EngineState, stage: Any, raw: dict[str, Any]) -> None:

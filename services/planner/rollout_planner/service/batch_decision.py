@@ -24,7 +24,6 @@ from rollout_planner.service.intake import Intake
 from rollout_planner.service.metrics import PlannerMetrics
 from rollout_planner.service.outbox import Outbox
 from rollout_planner.service.quarantine import Decide
-from rollout_planner.service.unknown_clusters import UnknownClusterNotices
 
 log = logging.getLogger("rollout.planner")
 
@@ -50,14 +49,12 @@ class BatchDecision:
         decide: Decide,
         metrics: PlannerMetrics,
         dead_letters: DeadLetterMetrics,
-        unknown: UnknownClusterNotices,
         source: str,
     ) -> None:
         self.intake = intake
         self._decide = decide
         self._metrics = metrics
         self._dead_letters = dead_letters
-        self._unknown = unknown
         self._source = source
         self.origin: dict[int, Record] = {}
 
@@ -98,14 +95,6 @@ class BatchDecision:
             self._metrics.events_applied.labels(kind=kind).inc(count)
         self._metrics.batches_emitted.inc(sum(isinstance(c, StageAdvance) for c in commands))
         self._metrics.observe_commands(commands)
-        return commands
-
-    def thin_unknown(self, commands: list[Command], *, now: float) -> list[Command]:
-        """Unknown clusters counted, and said once per name per period (not once per readiness event)."""
-        before = self._unknown.events
-        commands = self._unknown.filter(commands, now=now)
-        self._metrics.unknown_cluster_events.inc(self._unknown.events - before)
-        self._metrics.unknown_clusters.set(self._unknown.names)
         return commands
 
 

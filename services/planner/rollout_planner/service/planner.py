@@ -26,7 +26,7 @@ from rollout_adapters.dead_letter_metrics import DeadLetterMetrics
 from rollout_adapters.read_topics import check_read_topics
 from rollout_common.commands import Command
 from rollout_common.errors import PermanentError, TransientError
-from rollout_common.events import Event, WakeUp
+from rollout_common.events import Event, EventBatch, WakeUp
 from rollout_common.ports import Bus, Consumer, Record, Store
 from rollout_common.topics import ALL
 from rollout_planner.engine import EngineState
@@ -46,7 +46,6 @@ from rollout_planner.service.retrying import Retrier
 from rollout_planner.service.set_aside import SetAside
 from rollout_planner.service.settings import PlannerSettings
 from rollout_planner.service.status_writer import StatusWriter, changes_status
-from rollout_planner.service.unknown_clusters import UnknownClusterNotices
 
 log = logging.getLogger("rollout.planner")
 
@@ -75,7 +74,7 @@ class Planner:
         self._settings = settings
         self._clock = clock
         self._initial_state = initial_state
-        self._engine_decide = decide
+        self._given_decide = decide
         self.metrics = metrics or PlannerMetrics()
         self.dead_letters = DeadLetterMetrics(self.metrics.registry)
         self._stopping = asyncio.Event()
@@ -87,7 +86,7 @@ class Planner:
         )
         self._decision = self._batch_decision()
         self._set_aside = SetAside(
-            decide=decide, metrics=self.metrics, dead_letters=self.dead_letters, source=settings.source
+            decide=self._engine_decide, metrics=self.metrics, dead_letters=self.dead_letters, source=settings.source
         )
         self._consumer: Consumer | None = None
         self.ready = False
@@ -101,7 +100,6 @@ class Planner:
             decide=self._engine_decide,
             metrics=self.metrics,
             dead_letters=self.dead_letters,
-            unknown=UnknownClusterNotices(interval_s=settings.unknown_notice_interval_s),
             source=settings.source,
         )
 
@@ -300,8 +298,9 @@ class Planner:
             events.append(WakeUp())
         events = in_decision_order(events)
         self.lease.check()  # a planner that lost its lease decides nothing more (BUS-8)
+        unknown_before = self.state.unknown.events
         commands, events = await self._decide_or_set_aside(events, now, outbox) if events else ([], events)
-        commands = self._decision.thin_unknown(commands, now=now)
+        self._count_unknown(since=unknown_before)
         outbox.add_commands(commands)
         follow_timer(self.checkpoint, commands)
         self.checkpoint.batch = batch
@@ -325,6 +324,18 @@ class Planner:
                 self._prefetched = self._decision.decode(records, self.checkpoint, now=self._clock.now())
         finally:
             await write
+
+    def _engine_decide(self, state: EngineState, batch: EventBatch, now: float) -> tuple[EngineState, list[Command]]:
+        # the engine keeps what its unknown-cluster notices said (in the snapshot); how often it may
+        # say a name again is this planner's setting
+        state.unknown.interval_s = self._settings.unknown_notice_interval_s
+        return self._given_decide(state, batch, now)
+
+    def _count_unknown(self, *, since: int) -> None:
+        """Events about unknown clusters counted (the engine says each name once per period)."""
+        unknown = self.state.unknown
+        self.metrics.unknown_cluster_events.inc(max(0, unknown.events - since))  # a counter never goes down
+        self.metrics.unknown_clusters.set(len(unknown.said))
 
     def _decide(self, events: list[Event], now: float) -> list[Command]:
         return self._decision.decide(self.state, events, now)

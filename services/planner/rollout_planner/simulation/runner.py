@@ -28,7 +28,7 @@ from rollout_planner.engine.errors import EngineInvariantError
 from rollout_planner.engine.model import EngineState
 from rollout_planner.engine.partitioning import StagePlan, assign_stages, plan_partitions
 from rollout_planner.engine.views import cluster_status, stage_track_state
-from rollout_planner.simulation.scenario import Scenario, ScriptEvent
+from rollout_planner.simulation.scenario import ApproveSpec, InventorySpec, Scenario, ScriptEvent
 from rollout_planner.simulation.world import Finish, World
 
 _MAX_ROUNDS_PER_INSTANT = 100
@@ -292,15 +292,20 @@ class Simulator:
             self.ack_keys[change.command_id] = "sequence"
             out.append(change)
         if event.inventory is not None:
-            if event.inventory.upsert is not None:
-                name = event.inventory.upsert.name
-                out.append(InventoryChange(action="upsert", cluster=event.inventory.upsert))
-                if not self.world.healthy(name, event.at)[0]:
-                    # a cluster (re)joining the inventory starts as ready in the planner; its health
-                    # reporter says at once that it is not (the world reports changes only)
-                    out.append(Readiness(cluster=name, ready=False))
-            if event.inventory.remove is not None:
-                out.append(InventoryChange(action="remove", name=event.inventory.remove))
+            out += self._inventory_events(event.inventory, at=event.at)
+        return out
+
+    def _inventory_events(self, inventory: InventorySpec, *, at: float) -> list[Event]:
+        out: list[Event] = []
+        if inventory.upsert is not None:
+            name = inventory.upsert.name
+            out.append(InventoryChange(action="upsert", cluster=inventory.upsert))
+            if not self.world.healthy(name, at)[0]:
+                # a cluster (re)joining the inventory starts as ready in the planner; its health
+                # reporter says at once that it is not (the world reports changes only)
+                out.append(Readiness(cluster=name, ready=False))
+        if inventory.remove is not None:
+            out.append(InventoryChange(action="remove", name=inventory.remove))
         return out
 
     def _finalize(self) -> None:
@@ -342,16 +347,7 @@ def _operator(event: ScriptEvent, number: int) -> OperatorCommand:
             command_id=f"cmd-{number}", action="soak_override", stage=spec.stage, version=spec.version, soak=spec.soak
         )
     if command.approve is not None:
-        approval = command.approve
-        return OperatorCommand(
-            command_id=f"cmd-{number}",
-            action="approve",
-            all_rollouts=True,
-            stage=approval.stage,
-            gate=approval.gate,
-            issued_by=approval.by,
-            comment=approval.comment,
-        )
+        return _approval(command.approve, number)
     action = command.action
     if action == "start_rollout" or action == "soak_override" or action == "approve":
         raise ValueError(f"{action} is not an operator command")
@@ -362,6 +358,19 @@ def _operator(event: ScriptEvent, number: int) -> OperatorCommand:
         all_rollouts=True,
         cluster=None if retry is None else retry.cluster,
         stage=None if retry is None else retry.stage,
+    )
+
+
+def _approval(approval: ApproveSpec, number: int) -> OperatorCommand:
+    """CHK-1: an approval in a scenario is for the gate in every rollout active then."""
+    return OperatorCommand(
+        command_id=f"cmd-{number}",
+        action="approve",
+        all_rollouts=True,
+        stage=approval.stage,
+        gate=approval.gate,
+        issued_by=approval.by,
+        comment=approval.comment,
     )
 
 
