@@ -121,7 +121,7 @@ def run_plan(args: argparse.Namespace) -> int:
 def _print_plan(result: dict[str, Any], *, show_clusters: bool) -> None:
     console = Console()
     stages = Table(title=f"plan: {result['name']}")
-    for column in ("stage", "clusters", "partitions (size / maxUnavailable)", "gates", "controlPlane", "nodes"):
+    for column in ("stage", "clusters", "partitions (size / maxUnavailable)", "controlPlane", "nodes"):
         stages.add_column(column)
     for stage in result["stages"]:
         parts = ", ".join(f"{p['name']} ({len(p['clusters'])}/{p['maxUnavailable']})" for p in stage["partitions"])
@@ -129,8 +129,12 @@ def _print_plan(result: dict[str, Any], *, show_clusters: bool) -> None:
             parts += f"; {len(stage['noPartition'])} in no partition"
         budget = "minUpgradeInterval" in stage.get("gates", {})
         cells = [_window(stage["timeline"][t], budget=budget) for t in ("controlPlane", "nodes")]
-        stages.add_row(stage["name"], str(stage["clusters"]), parts or "-", _gates(stage.get("gates", {})), *cells)
+        stages.add_row(stage["name"], str(stage["clusters"]), parts or "-", *cells)
     tables.show(console, stages)
+    for stage in result["stages"]:
+        for line in _gate_lines(stage.get("gates", {})):
+            # one unwrapped line per gate, as written: a query or condition is not rich markup
+            console.print(f"{stage['name']}: {line}", markup=False, soft_wrap=True)
     batches = Table(title="batch order (ideal run: no failures, no outages)")
     for column in ("at", "stage", "track", "partition", "version", "clusters"):
         batches.add_column(column)
@@ -148,22 +152,31 @@ def _print_plan(result: dict[str, Any], *, show_clusters: bool) -> None:
         console.print(f"[yellow]warning:[/yellow] {warning}")
 
 
-def _gates(gates: dict[str, Any]) -> str:
-    """CHK-1..4 in a few words: which approvals, when the stage may start, the budget, the checks."""
-    out = []
+def _gate_lines(gates: dict[str, Any]) -> list[str]:
+    """A stage's gates in words (CHK-1..4); none for a stage without gates."""
+    lines = []
     approval = gates.get("approval")
     if approval:
-        out.append("approval " + " and ".join(p for p in ("before", "after") if approval[p]))
+        lines.append("approval " + " and ".join(k for k in ("before", "after") if approval.get(k)))
     window = gates.get("startWindow")
     if window:
-        out.append(f"starts in {format_duration(window['duration'])} from {window['start']} ({window['recurrence']})")
+        recurrence = f", {window['recurrence']}" if window.get("recurrence") else ""
+        lines.append(f"start window from {window['start']} for {format_duration(window['duration'])}{recurrence}")
     budget = gates.get("minUpgradeInterval")
     if budget:
         patch, minor = format_duration(budget["patch"]), format_duration(budget["minor"])
-        out.append(f"upgrades at least patch {patch} / minor {minor} apart")
+        lines.append(f"disruption budget: a cluster's upgrades at least patch {patch} / minor {minor} apart")
     for check in gates.get("checks", []):
-        out.append(f"check {check['name']}: {check['successCondition']}")
-    return "; ".join(out) or "-"
+        condition = check["successCondition"]
+        if "failureCondition" in check:
+            condition += f", fails when {check['failureCondition']}"
+        every = format_duration(check["interval"])
+        lines.append(
+            f"check {check['name']}: {check['query']} passes when {condition}, every {every} "
+            f"while {' and '.join(check['phases'])} (failureLimit {check['failureLimit']}, "
+            f"inconclusiveLimit {check['inconclusiveLimit']})"
+        )
+    return lines
 
 
 def _window(timeline: dict[str, Any], *, budget: bool) -> str:

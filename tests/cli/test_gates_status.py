@@ -200,3 +200,15 @@ def test_chk_2_status_shows_each_checks_latest_value_against_its_condition_and_w
     assert "metric check rollout latest result condition in a row" in lines
     halted = "prod controlPlane PAUSED 1.31.13-gke.1023000 paused (CHECK_FAILED), running 10m"
     assert any(line.startswith(halted) for line in lines)
+
+
+def test_chk_2_status_reads_the_check_views_the_engine_writes(capsys: pytest.CaptureFixture[str]) -> None:
+    """CHK-2, STAT-5: the status screen's check table is fed by the engine's own stage view, not a
+    hand-made document: at 1h30m the errors check failed twice in a row (0.05 at 1h10m, limit 1)."""
+    scenario = SCENARIOS / "chk2-check-failed-halts-then-resume-soaks-again.yaml"
+    lines = _status_at(capsys, scenario, "1h30m")
+    at = lines.index("metric check rollout latest result condition in a row")
+    assert lines[at + 2 : at + 4] == [
+        "prod errors main-1 failed with 0.05 at 2026-01-05 passes when result < 0.01 failed 2 in a row (limit 1),",
+        "01:10 UTC inconclusive 0 (limit 2)",
+    ]

@@ -140,3 +140,50 @@ def test_simulate_engine_error_is_one_line_naming_event_time_and_rule(
         "error: engine error at t=300s applying inventory, readiness (SEQ-6a): "
         "SEQ-6a: broken on purpose (cluster a-1, stage a)"
     ]
+
+
+def test_chk_plan_prints_every_gate_of_a_stage_under_its_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CHK-1..4 together: an approval before, a weekly start window, the sequence's disruption budget
+    and a metric check each print as one line naming the stage, in that order, under the stage table."""
+    scenario = tmp_path / "all-gates.yaml"
+    scenario.write_text(_ALL_GATES)
+    assert main(["plan", str(scenario)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("prod: ")]
+    assert lines == [
+        "prod: approval before",
+        "prod: start window from 2026-01-06T09:00:00Z for 8h, FREQ=WEEKLY;BYDAY=TU",
+        "prod: disruption budget: a cluster's upgrades at least patch 1d / minor 30d apart",
+        "prod: check errors: error_ratio passes when result < 0.01, every 10m while progress and soak "
+        "(failureLimit 1, inconclusiveLimit 2)",
+    ]
+
+
+_ALL_GATES = """
+name: all-gates
+start: "2026-01-05T00:00:00Z"
+clusters:
+  - {name: prod-01, labels: {env: prod}, version: 1.30.5-gke.1000}
+sequence:
+  name: main
+  channel: regular
+  minUpgradeInterval: {patch: 24h, minor: 30d}
+  stages:
+    - name: prod
+      clusterSelector: {matchLabels: {env: prod}}
+      soak: 1h
+      approval: {before: true}
+      startWindow: {start: "2026-01-06T09:00:00Z", duration: 8h, recurrence: "FREQ=WEEKLY;BYDAY=TU"}
+      checks:
+        - {name: errors, query: error_ratio, successCondition: "result < 0.01", interval: 10m, failureLimit: 1}
+simulation:
+  upgradeDuration: {controlPlane: 10m, nodes: 30m}
+  readyAfter: 1m
+  metrics:
+    - {query: error_ratio, from: 0s, until: 30d, value: 0.002}
+events:
+  - {at: 0s, releaseTarget: {channel: regular, targets: {"1.30": "1.31.13-gke.1023000"}}}
+  - {at: 2d, command: {approve: {stage: prod, gate: before}}}
+until: 10d
+"""

@@ -1,5 +1,6 @@
 """Stage gates drawn over a generated scenario (SPEC section 11, CHK): approval gates with approve
 commands arriving at random times (early, late, twice, for the wrong gate or a stage without one),
+metric checks with the timelines their queries return (good values, bad ones, gaps without data),
 stage start windows, and disruption budgets with the inventory's `lastUpgrade`.
 
 The draws come from a generator of their own (`gates-<seed>`), so the rest of a seed's scenario is
@@ -23,17 +24,22 @@ DAY = 86400
 PATCH_INTERVALS = ("1h", "12h", "24h", "2d")
 MINOR_INTERVALS = ("1d", "3d", "7d", "30d")
 START_WINDOW_RULES = ("FREQ=DAILY", "FREQ=WEEKLY;BYDAY=TU", "FREQ=WEEKLY;BYDAY=MO,TH", "FREQ=HOURLY;INTERVAL=6")
+QUERIES = ("error_ratio", "p99_latency_seconds", "sum(up)")
+CONDITIONS = ("result < 0.01", "result <= 0.05 && result >= 0", "(result < 1 || result > 5) && result != 3")
+GOOD_VALUES = (0.0, 0.002, 0.009)
+BAD_VALUES = (0.02, 0.3, 0.7, 3, 6)
 # when an approve arrives: at once (often before the gate is reached), while the first stages run,
 # a day or more in, or near the end
 APPROVE_AT = (0, 60, 600, 1800, HOUR, 2 * HOUR, 6 * HOUR, DAY, 2 * DAY, 4 * DAY)
 
 
-def draw_gates(seed: int, *, sequence: Doc, clusters: list[Doc], events: list[Doc], until: int) -> None:
+def draw_gates(seed: int, *, sequence: Doc, clusters: list[Doc], events: list[Doc], until: int) -> list[Doc]:
     """Add gates to the first `sequence` and its later versions in `events`, `lastUpgrade` to the
-    fleet and the inventory changes, and approve commands (`at` in seconds) to `events`."""
+    fleet and the inventory changes, and approve commands (`at` in seconds) to `events`; return the
+    simulation's `metrics` for the checks' queries."""
     rng = random.Random(f"gates-{seed}")
     if rng.random() < 0.4:
-        return
+        return []
     gates = {s["name"]: _stage_gates(rng) for s in sequence["stages"]}
     budget = _interval(rng) if rng.random() < 0.35 else None
     _apply(sequence, gates, budget)
@@ -51,6 +57,8 @@ def draw_gates(seed: int, *, sequence: Doc, clusters: list[Doc], events: list[Do
             if upsert is not None and rng.random() < 0.4:
                 upsert["lastUpgrade"] = _last_upgrade(rng, at=entry["at"])
     events += _approvals(rng, gates, until=until)
+    queries = sorted({c["query"] for g in gates.values() for c in g.get("checks", [])})
+    return [span for query in queries for span in _timeline(rng, query, until=until)]
 
 
 def _stage_gates(rng: Rng) -> Doc:
@@ -66,7 +74,44 @@ def _stage_gates(rng: Rng) -> Doc:
         }
     if rng.random() < 0.25:
         out["minUpgradeInterval"] = _interval(rng)
+    if rng.random() < 0.2:
+        out["checks"] = [_check(rng, f"check-{i}") for i in range(rng.randint(1, 2))]
     return out
+
+
+def _check(rng: Rng, name: str) -> Doc:
+    out: Doc = {
+        "name": name,
+        "query": rng.choice(QUERIES),
+        "successCondition": rng.choice(CONDITIONS),
+        "interval": rng.choice(("5m", "10m", "1h")),
+        "phases": rng.choice((["progress"], ["soak"], ["progress", "soak"])),
+    }
+    if rng.random() < 0.3:
+        out["failureCondition"] = "result > 0.5"
+    if rng.random() < 0.6:
+        out["failureLimit"] = rng.randint(0, 3)
+    if rng.random() < 0.6:
+        out["inconclusiveLimit"] = rng.randint(0, 3)
+    return out
+
+
+def _timeline(rng: Rng, query: str, *, until: int) -> list[Doc]:
+    """What `query` returns over the scenario: spans of one value each, mostly good, now and then a
+    bad value or a gap without data (inconclusive)."""
+    spans = []
+    at = 0
+    while at < until:
+        length = rng.choice((10 * 60, HOUR, 6 * HOUR, DAY, 3 * DAY))
+        if rng.random() >= 0.1:  # else a gap: no data
+            value = rng.choice(GOOD_VALUES) if rng.random() < 0.75 else rng.choice(BAD_VALUES)
+            spans.append({"query": query, "from": _span_time(at), "until": _span_time(at + length), "value": value})
+        at += length
+    return spans
+
+
+def _span_time(seconds: int) -> str:
+    return f"{seconds}s"
 
 
 def _interval(rng: Rng) -> Doc:

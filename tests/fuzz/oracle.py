@@ -8,6 +8,8 @@
    snapshot.
 4. The shared conformance checker's invariants hold on the report: its `Case`, imported from its
    file (read-only); every line it reports is a failure.
+5. What the shared checker does not know of the CHK rules: no upgrade starts within its disruption
+   budget (CHK-4, `budget_oracle`).
 
 `problems(doc)` returns the failures as short strings, the first one's `signature` naming the kind
 of failure, which the shrinker keeps while it cuts the scenario down.
@@ -23,6 +25,7 @@ from types import ModuleType
 from typing import Any
 
 import shared_checker
+from budget_oracle import budget_problems
 
 from rollout_common.commands import Command, WaitChanged
 from rollout_common.events import Event, EventBatch
@@ -138,7 +141,7 @@ def problems(doc: dict[str, Any], *, twin_at: int) -> list[str]:
         case.run()
     except Exception as exc:  # the checker choking on a report is a finding about the report
         return [f"check: crashed: {type(exc).__name__}: {exc}"]
-    return [f"check: {e}" for e in case.errors]
+    return [f"check: {e}" for e in case.errors] + budget_problems(scenario, report.as_json())
 
 
 def signature(problem: str) -> str:

@@ -19,8 +19,8 @@ change that puts a cluster in two stages is left out of every script (`single_st
 checker counts such a cluster in the first of them, where SEQ-2 leaves it in neither, so it would
 judge a right engine.
 
-Stage gates (CHK: approvals with approve commands, start windows, disruption budgets) are drawn over
-the scenario by `gate_draws`, from a generator of their own.
+Stage gates (CHK: approvals with approve commands, metric checks with their queries' timelines, start
+windows, disruption budgets) are drawn over the scenario by `gate_draws`, from a generator of their own.
 """
 
 from __future__ import annotations
@@ -452,7 +452,7 @@ def generate(seed: int, *, kinds: dict[str, float] = EVENT_KINDS) -> Doc:
         if entry is not None:
             at = entry.pop("at") if "at" in entry else moment(rng, until)
             events.append({"at": at, **entry})
-    draw_gates(seed, sequence=first, clusters=clusters, events=events, until=until)
+    metrics = draw_gates(seed, sequence=first, clusters=clusters, events=events, until=until)
     releases_at = {e["at"] for e in events if "releaseTarget" in e or "startRollout" in e}
     for entry in events:
         # A command at the very instant of a release: whether it applies to that release's rollout
@@ -474,6 +474,7 @@ def generate(seed: int, *, kinds: dict[str, float] = EVENT_KINDS) -> Doc:
             "readyAfter": rng.choice(("0s", "1m", "10m")),
             "notReady": [_spell(rng, n) for n in rng.sample(names, rng.randint(0, min(4, len(names))))],
             "failures": failures + ctx["failures"],
+            **({"metrics": metrics} if metrics else {}),
         },
         "events": events,
         "until": duration(until),

@@ -169,6 +169,15 @@ VALID: dict[str, dict[str, Any]] = {
         "outcome": "failed",
         "reason": "0.05 against result < 0.01",
     },
+    "check_series": {
+        "kind": "check_series",
+        "rolloutId": "r-1",
+        "stage": "prod",
+        "check": "errors",
+        "running": True,
+        "since": 2.0,
+        "interval": 300.0,
+    },
 }
 
 # (path, values the services accept, values they refuse); a path applies to the types that have it

@@ -97,6 +97,21 @@ class Notice(_Command):
     stage: str | None = None
 
 
+class CheckSeries(_Command):
+    """CHK-2: a metric check's series for a rollout at a stage started (`running`) or ended.
+
+    While it runs, the check is evaluated at `since` and then every `interval` seconds; the health
+    service does so and publishes each result. A later series starts with a new `since`."""
+
+    kind: Literal["check_series"] = "check_series"
+    rollout_id: str = Field(alias="rolloutId", min_length=1)
+    stage: str = Field(min_length=1)
+    check: str = Field(min_length=1)
+    running: StrictBool
+    since: float = Field(description="epoch seconds when the series started (its first evaluation)")
+    interval: float = Field(gt=0, description="seconds between two evaluations of the series")
+
+
 class WakeAt(_Command):
     """Call the engine again with WakeUp at this instant (epoch seconds)."""
 
@@ -104,4 +119,4 @@ class WakeAt(_Command):
     at: float
 
 
-Command = StageAdvance | StageTransition | RolloutTransition | CommandAck | WaitChanged | Notice | WakeAt
+Command = StageAdvance | StageTransition | RolloutTransition | CommandAck | WaitChanged | Notice | CheckSeries | WakeAt

@@ -1,5 +1,5 @@
 """Metric checks in production (CHK-2): ask Prometheus a check's query, judge its first sample by the
-check's conditions, and say which checks are due. The planner does not act on the results yet."""
+check's conditions, and say which checks are due."""
 
 from rollout_health.checks.evaluator import evaluate_check, prometheus_base_url
 from rollout_health.checks.judge import judge

@@ -7,6 +7,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from rollout_common.check_results import CheckOutcome
 from rollout_common.commands import Command
 from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_common.gates import GatePosition
@@ -476,6 +477,27 @@ class GateRec:
     comment: str | None = None
 
 
+# CHK-2: a check's series belongs to a rollout, a stage (by name) and the check (by name)
+CheckKey = tuple[str, str, str]
+
+
+@dataclass(slots=True)
+class CheckRec:
+    """What the planner knows of one check of a rollout at a stage (CHK-2).
+
+    `since` is when its running series started (None: no series runs); the latest result and the
+    counts in a row belong to that series. `observed_at` is the newest observation applied, kept
+    across series so an older result is never applied (BUS-7)."""
+
+    since: float | None = None
+    interval: float = 1.0  # the check's interval when its series last started (announced at its end)
+    observed_at: float | None = None
+    outcome: CheckOutcome | None = None
+    value: float | None = None
+    failed: int = 0
+    inconclusive: int = 0
+
+
 @dataclass(order=True, slots=True)
 class Timer:
     """Due at `at`; at one instant, stages in order and control planes before nodes (SOAK-1)."""
@@ -534,6 +556,7 @@ class EngineState:
         self.soak_overrides: dict[tuple[str, str], float | None] = {}  # None: removed (OPS-2)
         self.unknown = UnknownClusters()
         self.gates: dict[GateKey, GateRec] = {}  # CHK-1: approval gates reached, by rollout, stage, position
+        self.checks: dict[CheckKey, CheckRec] = {}  # CHK-2: checks of a rollout at a stage, their series
         self.timers: list[Timer] = []
         # the pending cluster timers by (at, cluster, track), how many of each: asking whether one is
         # already due costs the same however many timers are pending (WIN-3, a held cluster)

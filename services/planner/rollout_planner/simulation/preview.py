@@ -66,10 +66,7 @@ def _gates(stage: Stage, budget: MinUpgradeInterval | None) -> dict[str, Any]:
     if interval is not None and (interval.patch or interval.minor):
         gates["minUpgradeInterval"] = {"patch": interval.patch or 0.0, "minor": interval.minor or 0.0}
     if stage.checks:
-        gates["checks"] = [
-            check.model_dump(mode="json", by_alias=True, include={"name", "success_condition", "interval", "phases"})
-            for check in stage.checks
-        ]
+        gates["checks"] = [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in stage.checks]
     return {"gates": gates} if gates else {}
 
 
@@ -93,6 +90,9 @@ def _timeline(
         waits = [t["reason"] for t in mine if t["state"] == "AWAITING_APPROVAL"]
         if waits and mine[-1]["state"] == "AWAITING_APPROVAL":
             stuck = waits[-1]
+        # CHK-2: a check that halts the stage in the ideal run (the scenario's metrics) holds it for good
+        if mine and mine[-1]["state"] == "PAUSED":
+            stuck = mine[-1]["reason"]
         out[track] = {
             "earliestStart": None if started is None else _iso(origin + started),
             "firstUpgrade": None if first is None else _iso(origin + first),
