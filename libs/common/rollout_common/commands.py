@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from rollout_common.epoch import EpochSeconds
 from rollout_common.status import RolloutState, StageState, Track
 from rollout_common.version import VersionText
 
@@ -78,6 +79,20 @@ class WaitChanged(_Command):
     stage: str
     track: Track
     waits: tuple[Wait, ...]
+
+
+class CheckSeries(_Command):
+    """CHK-2: a check's series of evaluations for a rollout at a stage started (`running`) or ended.
+
+    Evaluated at `since`, then every `interval` seconds, while it runs (the health service does)."""
+
+    kind: Literal["check_series"] = "check_series"
+    rollout_id: str = Field(alias="rolloutId", min_length=1)
+    stage: str = Field(min_length=1)
+    check: str = Field(min_length=1)
+    running: StrictBool
+    since: EpochSeconds = Field(description="when the series started (the planner's clock, epoch seconds)")
+    interval: float = Field(gt=0, allow_inf_nan=False, description="seconds between two evaluations")
 
 
 class Notice(_Command):

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from rollout_common.check_results import CheckResult
 from rollout_common.commands import (
+    CheckSeries,
     CommandAck,
     Notice,
     RolloutTransition,
@@ -111,7 +112,7 @@ CHECK_RESULTS = TopicDef(
 )
 PROGRESS = TopicDef(
     "rollout.progress",
-    (StageTransition, RolloutTransition, CommandAck, WaitChanged, Notice, StageAdvance),
+    (StageTransition, RolloutTransition, CommandAck, WaitChanged, Notice, StageAdvance, CheckSeries),
     key=lambda m: getattr(m, "rollout_id", None) or "fleet",
     doc="Everything the planner decides and why it waits, for anyone to subscribe to (STAT-5).",
 )
