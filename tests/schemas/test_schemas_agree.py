@@ -156,15 +156,6 @@ VALID: dict[str, dict[str, Any]] = {
         "waits": [{"rule": "GATE-2", "message": "waiting", "numbers": {"notReady": 2}}],
     },
     "notice": {"kind": "notice", "code": "SEQ-6", "message": "moved", "cluster": "c1", "stage": "prod"},
-    "check_series": {
-        "kind": "check_series",
-        "rolloutId": "r-1",
-        "stage": "prod",
-        "check": "errors",
-        "running": True,
-        "since": 2.0,
-        "interval": 30.0,
-    },
     "check_result": {
         "kind": "check_result",
         "rolloutId": "r-1",
@@ -174,6 +165,15 @@ VALID: dict[str, dict[str, Any]] = {
         "value": 0.05,
         "outcome": "failed",
         "reason": "0.05 against result < 0.01",
+    },
+    "check_series": {
+        "kind": "check_series",
+        "rolloutId": "r-1",
+        "stage": "prod",
+        "check": "errors",
+        "running": True,
+        "since": 2.0,
+        "interval": 300.0,
     },
 }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rollout_common.topics.catalog import (
+    CHECK_RESULTS,
     DEAD_LETTER,
     HEARTBEATS,
     INVENTORY,
@@ -65,7 +66,7 @@ GRANTS: tuple[Grant, ...] = (
     # planner: reads every input, writes its decisions, its progress and its dead letters
     *(
         _topic("planner", t.name, READ)
-        for t in (RELEASE_TARGETS, OPERATOR_COMMANDS, UPGRADE_RESULTS, READINESS, INVENTORY)
+        for t in (RELEASE_TARGETS, OPERATOR_COMMANDS, UPGRADE_RESULTS, READINESS, CHECK_RESULTS, INVENTORY)
     ),
     *(_topic("planner", t.name, WRITE) for t in (STAGE_ADVANCE, PROGRESS, DEAD_LETTER)),
     Grant("planner", Resource.GROUP, PLANNER_GROUP, (READ,)),

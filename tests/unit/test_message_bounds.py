@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from rollout_common import envelope
+from rollout_common.check_results import CheckResult
 from rollout_common.commands import StageAdvance, StageTransition
 from rollout_common.epoch import MAX_FUTURE_SKEW_S
 from rollout_common.errors import InvalidInputError
@@ -27,7 +28,7 @@ from rollout_common.events import (
 )
 from rollout_common.heartbeat import Heartbeat
 from rollout_common.ports import Record
-from rollout_common.topics.catalog import READINESS, UPGRADE_RESULTS
+from rollout_common.topics.catalog import CHECK_RESULTS, READINESS, UPGRADE_RESULTS
 from rollout_common.version import MAX_PART_DIGITS, VersionError, parse_minor, parse_version
 from rollout_planner.service.intake import Intake
 
@@ -167,3 +168,27 @@ def test_bus7_a_time_is_ahead_only_when_ahead_of_both_the_engine_and_the_wall() 
     assert isinstance(intake.decode(_readiness(WALL), now=WALL - 86_400), Readiness)  # engine behind the wall
     with pytest.raises(InvalidInputError, match="ahead of the planner's clock"):
         intake.decode(_readiness(WALL + 86_400 + 31), now=WALL + 86_400)
+
+
+def _check_result(observed_at: float) -> Record:
+    result = CheckResult(
+        rollout_id="main-1",
+        stage="prod",
+        check="errors",
+        observed_at=observed_at,
+        value=0.002,
+        outcome="passed",
+        reason="0.002: successCondition result < 0.01 holds",
+    )
+    return _record(CHECK_RESULTS.name, result)
+
+
+def test_chk2_bus7_the_planner_takes_check_results_and_refuses_one_far_ahead() -> None:
+    """CHK-2: check results feed the planner like readiness; one from far ahead would hide every
+    newer result of its check (BUS-7), so it is refused with the reason."""
+    intake = Intake(prefix="", wall=lambda: WALL)
+    assert CHECK_RESULTS.name in intake.topics
+    decoded = intake.decode(_check_result(WALL), now=WALL)
+    assert isinstance(decoded, CheckResult) and (decoded.check, decoded.observed_at) == ("errors", WALL)
+    with pytest.raises(InvalidInputError, match=r"^invalid CheckResult: observedAt is 31 s ahead of the planner"):
+        intake.decode(_check_result(WALL + 31), now=WALL)

@@ -1,10 +1,10 @@
 """What one evaluation of a metric check found (CHK-2): the health service publishes it, the
-planner will apply it like readiness (BUS-7: only newer observations count)."""
+planner applies it like readiness (BUS-7: only newer observations count)."""
 
 from __future__ import annotations
 
 from enum import Enum
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
@@ -24,6 +24,8 @@ class CheckResult(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
     kind: Literal["check_result"] = "check_result"
+    # a result from far ahead would hide every newer one (BUS-7): readers refuse it past their skew
+    TIME_FIELDS: ClassVar[tuple[tuple[str, str], ...]] = (("observed_at", "observedAt"),)
     rollout_id: str = Field(alias="rolloutId", min_length=1)
     stage: str = Field(min_length=1)
     check: str = Field(min_length=1)

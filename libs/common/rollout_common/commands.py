@@ -6,7 +6,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from rollout_common.epoch import EpochSeconds
 from rollout_common.status import RolloutState, StageState, Track
 from rollout_common.version import VersionText
 
@@ -81,20 +80,6 @@ class WaitChanged(_Command):
     waits: tuple[Wait, ...]
 
 
-class CheckSeries(_Command):
-    """CHK-2: a check's series of evaluations for a rollout at a stage started (`running`) or ended.
-
-    Evaluated at `since`, then every `interval` seconds, while it runs (the health service does)."""
-
-    kind: Literal["check_series"] = "check_series"
-    rollout_id: str = Field(alias="rolloutId", min_length=1)
-    stage: str = Field(min_length=1)
-    check: str = Field(min_length=1)
-    running: StrictBool
-    since: EpochSeconds = Field(description="when the series started (the planner's clock, epoch seconds)")
-    interval: float = Field(gt=0, allow_inf_nan=False, description="seconds between two evaluations")
-
-
 class Notice(_Command):
     """Something an operator should see that is not a state change (membership, ineligibility)."""
 
@@ -105,6 +90,21 @@ class Notice(_Command):
     stage: str | None = None
 
 
+class CheckSeries(_Command):
+    """CHK-2: a metric check's series for a rollout at a stage started (`running`) or ended.
+
+    While it runs, the check is evaluated at `since` and then every `interval` seconds; the health
+    service does so and publishes each result. A later series starts with a new `since`."""
+
+    kind: Literal["check_series"] = "check_series"
+    rollout_id: str = Field(alias="rolloutId", min_length=1)
+    stage: str = Field(min_length=1)
+    check: str = Field(min_length=1)
+    running: StrictBool
+    since: float = Field(description="epoch seconds when the series started (its first evaluation)")
+    interval: float = Field(gt=0, description="seconds between two evaluations of the series")
+
+
 class WakeAt(_Command):
     """Call the engine again with WakeUp at this instant (epoch seconds)."""
 
@@ -112,4 +112,4 @@ class WakeAt(_Command):
     at: float
 
 
-Command = StageAdvance | StageTransition | RolloutTransition | CommandAck | WaitChanged | Notice | WakeAt
+Command = StageAdvance | StageTransition | RolloutTransition | CommandAck | WaitChanged | Notice | CheckSeries | WakeAt

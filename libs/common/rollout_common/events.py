@@ -6,6 +6,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
+from rollout_common.check_results import CheckResult
 from rollout_common.epoch import EpochSeconds
 from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_common.gates import GatePosition
@@ -179,6 +180,7 @@ Event = Annotated[
     | UpgradeResult
     | Readiness
     | InventoryChange
+    | CheckResult
     | WakeUp,
     Field(discriminator="kind"),
 ]

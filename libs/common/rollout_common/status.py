@@ -71,6 +71,9 @@ class StageReason(str, Enum):
     APPROVAL_AFTER = "APPROVAL_AFTER"  # CHK-1: soaked, waiting for the approval to qualify downstream
     APPROVED = "APPROVED"
     START_WINDOW = "START_WINDOW"  # CHK-3: PENDING until the stage's start window opens
+    CHECK_FAILED = "CHECK_FAILED"  # CHK-2: failed results in a row beyond failureLimit halted the stage
+    CHECK_INCONCLUSIVE = "CHECK_INCONCLUSIVE"  # CHK-2: inconclusive results beyond inconclusiveLimit
+    CHECK_HOLDS_SOAK = "CHECK_HOLDS_SOAK"  # CHK-2: soak time elapsed, a soak check has not passed fresh
 
 
 class RolloutState(str, Enum):
@@ -97,3 +100,4 @@ class WaitRule(str, Enum):
     SOAK_5_EMPTY_FIRST_STAGE = "SOAK-5"
     CHK_1_APPROVAL = "CHK-1"
     CHK_3_START_WINDOW = "CHK-3"
+    CHK_2_CHECK = "CHK-2"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 
+from rollout_common.check_results import CheckResult
 from rollout_common.commands import Command, Notice, RolloutTransition, WakeAt
 from rollout_common.events import (
     Event,
@@ -26,6 +27,8 @@ from rollout_planner.engine import lifecycle, operations, results
 from rollout_planner.engine.availability import blocked
 from rollout_planner.engine.collections_paused import collections_paused
 from rollout_planner.engine.dispatch import dispatch_stage
+from rollout_planner.engine.gates.check_results import apply_check_result
+from rollout_planner.engine.gates.checks import sync_series
 from rollout_planner.engine.inventory import apply_inventory, build_fleet
 from rollout_planner.engine.model import CP, NODES, ClusterRec, EngineState, Offer, RolloutRec, put
 from rollout_planner.engine.sequence_change import apply_sequence_change
@@ -48,6 +51,7 @@ def decide(state: EngineState, event: Event | EventBatch, now: float) -> tuple[E
     _apply(state, event)
     _fire_timers(state)
     _settle(state)
+    _sync_checks(state)
     _end_rollouts(state)
     _request_wake(state)
     out, state.out = state.out, []
@@ -73,6 +77,8 @@ def _apply(state: EngineState, event: Event | EventBatch) -> None:
             apply_inventory(state, event)
         case SequenceChange():
             apply_sequence_change(state, event)
+        case CheckResult():
+            apply_check_result(state, event)
         case WakeUp():
             pass
 
@@ -165,6 +171,14 @@ def _settle(state: EngineState) -> None:
         # a dispatch only makes its own stage stricter (hand-outs), so one pass per instant is enough
         state.dirty.discard(index)
         _fire_timers(state)
+
+
+def _sync_checks(state: EngineState) -> None:
+    """CHK-2: the series of the rollouts whose runs moved (or whose series run) start or end now."""
+    if not state.checks and not any(s.spec.checks for s in state.stages):
+        return
+    running = {key[0] for key, rec in state.checks.items() if rec.since is not None}
+    sync_series(state, state.touched_rollouts | running)
 
 
 def _end_rollouts(state: EngineState) -> None:

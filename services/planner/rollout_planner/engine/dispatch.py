@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import heapq
 
+from rollout_common.checks import CheckPhase
 from rollout_common.commands import StageAdvance, WaitChanged
 from rollout_common.quantity import resolve
 from rollout_common.status import TRACKS, StageState, WaitRule
 from rollout_common.version import Version
 from rollout_planner.engine.availability import blocked, next_block, next_start
+from rollout_planner.engine.gates.checks import check_waits, holding
 from rollout_planner.engine.lifecycle import finish_if_done, revisit_stuck
 from rollout_planner.engine.model import (
     CP,
@@ -39,6 +41,7 @@ def dispatch_stage(state: EngineState, stage: StageRec) -> None:
             waits.append(_window_wait(state.window_blocked))
         finish_if_done(state, stage, track)
         waits += _completion_waits(state, stage, track)
+        waits += check_waits(state, stage, track)
         _record_waits(state, stage, track, waits)
 
 
@@ -158,6 +161,10 @@ def _dispatch_batch(
     if run is None or not hands_out(run, state.rollouts[run.rollout_id]) or state.rollouts[run.rollout_id].paused:
         if run is not None and (run.state is StageState.PAUSED or state.rollouts[run.rollout_id].paused):
             waits.append((WaitRule.OPS_1_PAUSED.value, partition.name, {"reason": run.reason}))
+        return False
+    # CHK-2: each progress check's latest result passed and is fresh (check_waits says which not)
+    progress_held = stage.spec.checks and holding(state, stage, run.rollout_id, CheckPhase.PROGRESS)
+    if run.state is StageState.IN_PROGRESS and progress_held:
         return False
     strategy = stage.spec.rollout_strategy
     cap = strategy.max_new

@@ -7,6 +7,7 @@ from rollout_common.status import RolloutState, StageReason, StageState
 from rollout_common.version import Version
 from rollout_planner.engine.eligibility import on_offered, would_take
 from rollout_planner.engine.gates.approvals import hold_after, hold_before
+from rollout_planner.engine.gates.checks import describe, halted, soak_held
 from rollout_planner.engine.gates.start_windows import held_by_window, hold_for_window
 from rollout_planner.engine.model import CP, MAX_UPGRADE_TIME, NODES, EngineState, Offer, Run, StageRec
 from rollout_planner.engine.runs import transition
@@ -184,6 +185,8 @@ def finish_if_done(state: EngineState, stage: StageRec, track: int) -> None:
     for run in list(stage.runs[track].values()):
         if not run.active or run.remaining > 0 or run.awaiting_cp or _older_active(state, stage, run):
             continue
+        if halted(run):
+            continue  # CHK-2: a halted run soaks only once resumed
         if run.overtaken:
             withdraw(state, stage, run, StageReason.SUPERSEDED)
             continue
@@ -249,6 +252,30 @@ def start_soak(state: EngineState, run: Run, *, forced: bool) -> None:
         state.add_run_timer(run.soak_end, "soak", stage=run.stage, track=run.track, rollout_id=run.rollout_id)
 
 
+def resume_halted(state: EngineState, run: Run) -> None:
+    """CHK-2, OPS-1: a run a check halted goes on: one that was soaking soaks its whole soak time
+    again, one past its 30-day deadline soaks anyway (SOAK-4), any other one is IN_PROGRESS again.
+    Its checks start new series, so their counts start afresh."""
+    if run.soak_started is None and not _past_deadline(state, run):
+        transition(state, run, StageState.IN_PROGRESS, StageReason.RESUMED)
+        return
+    if run.soak_started is None:
+        start_soak(state, run, forced=True)
+        return
+    run.soak_started = state.now
+    run.soak_end = state.now + soak_seconds(state, state.stages[run.stage], run.qualified)
+    soaking = StageState.FORCED_SOAKING if run.forced else StageState.SOAKING
+    transition(state, run, soaking, StageReason.RESUMED, detail="the whole soak time again (CHK-2)")
+    if run.soak_end <= state.now:
+        complete(state, run)
+    else:
+        state.add_run_timer(run.soak_end, "soak", stage=run.stage, track=run.track, rollout_id=run.rollout_id)
+
+
+def _past_deadline(state: EngineState, run: Run) -> bool:
+    return run.started_at is not None and run.started_at + MAX_UPGRADE_TIME <= state.now
+
+
 def recompute_soak(state: EngineState, run: Run, *, detail: str, unchanged_too: bool = True) -> None:
     """The soak under way ends its new soak time after it began (OPS-2 override, SEQ-7 change): at
     once when that has passed, else at the new end, announced. `unchanged_too`: announce it even
@@ -268,7 +295,14 @@ def recompute_soak(state: EngineState, run: Run, *, detail: str, unchanged_too: 
 
 
 def complete(state: EngineState, run: Run) -> None:
-    """The soak ended: COMPLETE, unless the stage's `after` gate waits for an approval (CHK-1)."""
+    """The soak time ended: COMPLETE, unless a soak check has not passed fresh yet (CHK-2; the run
+    stays soaking and says which check holds it) or the stage's `after` gate waits (CHK-1)."""
+    held = soak_held(state, run) if state.stages[run.stage].spec.checks else None
+    if held is not None:
+        detail = f"the soak time has elapsed; it ends once {describe(*held)} passes (CHK-2)"
+        transition(state, run, run.state, StageReason.CHECK_HOLDS_SOAK, detail=detail)
+        state.dirty.add(run.stage)  # its status says which check holds it (STAT-5)
+        return
     if not hold_after(state, run):
         finish(state, run, StageReason.SOAK_ELAPSED)
 
@@ -309,6 +343,8 @@ def qualify_downstream(state: EngineState, run: Run) -> None:
 
 def on_deadline(state: EngineState, run: Run) -> None:
     """SOAK-4: 30 days after the track started, soak anyway."""
+    if halted(run):
+        return  # CHK-2: nothing qualifies from a halted run; a resume past the deadline force-soaks
     if run.active and run.started_at is not None and run.started_at + MAX_UPGRADE_TIME <= state.now:
         start_soak(state, run, forced=True)
 

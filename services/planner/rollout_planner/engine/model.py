@@ -7,6 +7,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from rollout_common.check_results import CheckOutcome
 from rollout_common.commands import Command
 from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_common.gates import GatePosition
@@ -457,6 +458,26 @@ class GateRec:
     comment: str | None = None
 
 
+# CHK-2: a check's series belongs to a rollout, a stage (by name) and the check (by name)
+CheckKey = tuple[str, str, str]
+
+
+@dataclass(slots=True)
+class CheckRec:
+    """What the planner knows of one check of a rollout at a stage (CHK-2).
+
+    `since` is when its running series started (None: no series runs); the latest result and the
+    counts in a row belong to that series. `observed_at` is the newest observation applied, kept
+    across series so an older result is never applied (BUS-7)."""
+
+    since: float | None = None
+    observed_at: float | None = None
+    outcome: CheckOutcome | None = None
+    value: float | None = None
+    failed: int = 0
+    inconclusive: int = 0
+
+
 @dataclass(order=True, slots=True)
 class Timer:
     """Due at `at`; at one instant, stages in order and control planes before nodes (SOAK-1)."""
@@ -492,6 +513,7 @@ class EngineState:
         self.seen_events: set[str] = set()
         self.soak_overrides: dict[tuple[str, str], float | None] = {}  # None: removed (OPS-2)
         self.gates: dict[GateKey, GateRec] = {}  # CHK-1: approval gates reached, by rollout, stage, position
+        self.checks: dict[CheckKey, CheckRec] = {}  # CHK-2: checks of a rollout at a stage, their series
         self.timers: list[Timer] = []
         self.next_command = 0
         self.dirty: set[int] = set()

@@ -7,7 +7,8 @@ from rollout_common.events import OperatorCommand
 from rollout_common.status import RolloutState, StageReason, StageState
 from rollout_common.version import VersionError, parse_version
 from rollout_planner.engine.gates.approve import approve
-from rollout_planner.engine.lifecycle import recompute_soak, update_rollout
+from rollout_planner.engine.gates.checks import halted
+from rollout_planner.engine.lifecycle import recompute_soak, resume_halted, update_rollout
 from rollout_planner.engine.model import TRACK_INDEXES, EngineState, RolloutRec, Run, StageRec, put, put_count
 from rollout_planner.engine.runs import transition
 from rollout_planner.engine.tally import refresh
@@ -94,7 +95,10 @@ def _resume(state: EngineState, rollout: RolloutRec) -> None:
     rollout.state = RolloutState.RUNNING
     state.emit(RolloutTransition(rollout_id=rollout.id, state=rollout.state, reason="resumed by an operator"))
     for run in _runs_of(state, rollout.id):
-        if run.state is StageState.PAUSED:
+        if halted(run):
+            resume_halted(state, run)
+            state.dirty.add(run.stage)
+        elif run.state is StageState.PAUSED:
             run.failures = 0  # resuming after FAILURE_BUDGET grants a fresh budget
             transition(state, run, StageState.IN_PROGRESS, StageReason.RESUMED)
             state.dirty.add(run.stage)

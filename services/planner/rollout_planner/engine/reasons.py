@@ -82,6 +82,8 @@ def _message(rule: str, partition: str | None, numbers: dict[str, object]) -> st
             f"{numbers['remaining']} cluster(s) still to upgrade cannot start now (failed, deprecated API, "
             f"or waiting for a window or their control plane); the stage soaks anyway at {when} (SOAK-4)"
         )
+    if rule == WaitRule.CHK_2_CHECK.value:
+        return f"rollout {numbers.get('rollout')} waits for {numbers.get('text')} (CHK-2)"
     if rule == WaitRule.OPS_1_PAUSED.value:
         return f"rollout paused ({numbers.get('reason')}); no new batches (OPS-1)"
     return rule

@@ -21,8 +21,9 @@ ALLOWED: dict[StageState, frozenset[StageState]] = {
     S.IN_PROGRESS: frozenset({S.PAUSED, S.SOAKING, S.FORCED_SOAKING, S.STUCK, S.CANCELLED}),
     S.PAUSED: frozenset({S.IN_PROGRESS, S.SOAKING, S.FORCED_SOAKING, S.STUCK, S.CANCELLED}),
     S.STUCK: frozenset({S.IN_PROGRESS, S.PAUSED, S.CANCELLED}),
-    S.SOAKING: frozenset({S.SOAKING, S.COMPLETE, S.CANCELLED, S.AWAITING_APPROVAL}),
-    S.FORCED_SOAKING: frozenset({S.FORCED_SOAKING, S.COMPLETE, S.CANCELLED, S.AWAITING_APPROVAL}),
+    # CHK-2: a check halts a soak (PAUSED); the resume soaks the whole soak again (PAUSED -> SOAKING)
+    S.SOAKING: frozenset({S.SOAKING, S.COMPLETE, S.CANCELLED, S.AWAITING_APPROVAL, S.PAUSED}),
+    S.FORCED_SOAKING: frozenset({S.FORCED_SOAKING, S.COMPLETE, S.CANCELLED, S.AWAITING_APPROVAL, S.PAUSED}),
     # CHK-1: `before` opens into the moves a version's arrival makes; `after` into COMPLETE. An empty
     # stage approved `before` passes straight on to wait at `after` (its own state again); a closed
     # start window keeps an approved run PENDING (CHK-3).
@@ -49,6 +50,9 @@ _REASONS = {
     StageReason.APPROVAL_AFTER: "soak ended; the version is qualified downstream once approved",
     StageReason.APPROVED: "approved",
     StageReason.START_WINDOW: "the version reached the stage; it starts when the stage's start window opens",
+    StageReason.CHECK_FAILED: "halted by a failing metric check",
+    StageReason.CHECK_INCONCLUSIVE: "halted by a metric check without a conclusive result",
+    StageReason.CHECK_HOLDS_SOAK: "held by a metric check",
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from rollout_common.check_results import CheckOutcome
 from rollout_common.fleet import Cluster, ClusterGroup
 from rollout_common.gates import GatePosition
 from rollout_common.sequence import Sequence
@@ -22,6 +23,7 @@ from rollout_planner.engine.collections_paused import collections_paused
 from rollout_planner.engine.inventory import rebuild_stage
 from rollout_planner.engine.model import (
     NO_PAIR,
+    CheckRec,
     ClusterProfile,
     ClusterRec,
     EngineState,
@@ -107,6 +109,20 @@ def document(state: EngineState) -> dict[str, Any]:
         "gates": [
             [r, s, p.value, g.reached_at, g.approved_at, g.approved_by, g.comment]
             for (r, s, p), g in state.gates.items()
+        ],
+        "checks": [
+            [
+                r,
+                s,
+                c,
+                k.since,
+                k.observed_at,
+                None if k.outcome is None else k.outcome.value,
+                k.value,
+                k.failed,
+                k.inconclusive,
+            ]
+            for (r, s, c), k in state.checks.items()
         ],
         "timers": [[t.at, t.kind, t.stage, t.track, t.ref] for t in state.timers],
         "rollouts": [_rollout(r) for r in state.rollouts.values()],
@@ -284,6 +300,11 @@ def _load(data: bytes) -> EngineState:
     # CHK-1: absent from a snapshot written before gates existed
     state.gates = {
         (r, s, GatePosition(p)): GateRec(at, ok, by, said) for r, s, p, at, ok, by, said in doc.get("gates", [])
+    }
+    # CHK-2: absent from a snapshot written before checks were applied
+    state.checks = {
+        (r, s, c): CheckRec(since, seen, None if outcome is None else CheckOutcome(outcome), value, failed, unsure)
+        for r, s, c, since, seen, outcome, value, failed, unsure in doc.get("checks", [])
     }
     state.timers = []
     for at, kind, stage, track, ref in doc["timers"]:

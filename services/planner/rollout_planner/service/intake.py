@@ -27,6 +27,7 @@ from rollout_common.errors import InvalidInputError
 from rollout_common.events import Event
 from rollout_common.ports import Record
 from rollout_common.topics.catalog import (
+    CHECK_RESULTS,
     INVENTORY,
     OPERATOR_COMMANDS,
     READINESS,
@@ -35,7 +36,14 @@ from rollout_common.topics.catalog import (
     TopicDef,
 )
 
-INPUT_TOPICS: tuple[TopicDef, ...] = (INVENTORY, READINESS, UPGRADE_RESULTS, OPERATOR_COMMANDS, RELEASE_TARGETS)
+INPUT_TOPICS: tuple[TopicDef, ...] = (
+    INVENTORY,
+    READINESS,
+    UPGRADE_RESULTS,
+    CHECK_RESULTS,
+    OPERATOR_COMMANDS,
+    RELEASE_TARGETS,
+)
 _KIND_ORDER = {"inventory": 0, "upgrade_result": 1, "readiness": 2, "operator_command": 3}
 _LAST = 4
 

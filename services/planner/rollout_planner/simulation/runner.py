@@ -7,7 +7,9 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollout_common.commands import Command, CommandAck, StageAdvance, StageTransition, WakeAt
+from rollout_common.check_judgement import judge_value
+from rollout_common.check_results import CheckResult
+from rollout_common.commands import CheckSeries, Command, CommandAck, StageAdvance, StageTransition, WakeAt
 from rollout_common.events import (
     Event,
     EventBatch,
@@ -46,9 +48,10 @@ class Report:
     decisions: int = 0
     commands: list[Command] = field(default_factory=list)
     acks: list[dict[str, Any]] = field(default_factory=list)  # FORMAT's `commands` (OPS-3)
+    checks: list[dict[str, Any]] = field(default_factory=list)  # FORMAT's `checks` (CHK-2)
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "plan": self.plan,
             "batches": self.batches,
             "clusterEvents": self.cluster_events,
@@ -56,6 +59,9 @@ class Report:
             "final": self.final,
             "commands": self.acks,
         }
+        if self.checks:  # a scenario without checks reports exactly what it did before them
+            out["checks"] = self.checks
+        return out
 
 
 def plan_of(scenario: Scenario) -> tuple[list[StagePlan], list[str]]:
@@ -92,6 +98,8 @@ class Simulator:
         self.report = Report(plan={"stages": [_plan_json(p) for p in plans], "warnings": warnings})
         self.watch: set[str] = set()
         self.ack_keys: dict[str, str] = {}  # command id -> the scenario's name for the command
+        # CHK-2: the running series, (rollout, stage, check) -> when it started (seconds since start)
+        self.series: dict[tuple[str, str, str], float] = {}
 
     def _push(self, t: float, kind: str, payload: Any) -> None:
         heapq.heappush(self.queue, (t, next(self.counter), kind, payload))
@@ -142,6 +150,8 @@ class Simulator:
                 touched.append(payload.cluster)
             elif kind == "health":
                 touched.append(payload)
+            elif kind == "check":
+                events += self._due(payload, t)
             else:
                 wake = True
         events += self._observe(touched, t)
@@ -184,6 +194,7 @@ class Simulator:
 
     def _carry_out(self, commands: list[Command], t: float) -> list[Event]:
         started: list[str] = []
+        checked: list[Event] = []
         for command in commands:
             self.report.commands.append(command)
             if isinstance(command, StageAdvance):
@@ -193,12 +204,51 @@ class Simulator:
                 self.report.transitions.append(_transition_json(command, t))
             elif isinstance(command, WakeAt):
                 self._push(max(t, command.at - self.origin), "wake", None)
+            elif isinstance(command, CheckSeries):
+                checked += self._series(command, t)
             elif isinstance(command, CommandAck):
                 key = self.ack_keys.get(command.command_id, "command")
                 self.report.acks.append(
                     {"t": t, "command": key, "accepted": command.accepted, "reason": command.reason}
                 )
-        return self._observe(started, t)
+        return checked + self._observe(started, t)
+
+    def _series(self, command: CheckSeries, t: float) -> list[Event]:
+        """FORMAT: a series evaluates at once when it starts, then every interval while it runs."""
+        key = (command.rollout_id, command.stage, command.check)
+        since = command.since - self.origin
+        if not command.running:
+            if self.series.get(key) == since:
+                del self.series[key]
+            return []
+        self.series[key] = since
+        return self._due((key, since, command.interval), t)
+
+    def _due(self, item: tuple[tuple[str, str, str], float, float], t: float) -> list[Event]:
+        """An evaluation of a series falls due: judge the scenario's metric now, queue the next one."""
+        key, since, interval = item
+        if self.series.get(key) != since:
+            return []  # the series ended (or a newer one started, with its own evaluations)
+        self._push(t + interval, "check", item)
+        rollout_id, stage_name, name = key
+        stage = self.state.stage_by_name.get(stage_name)
+        check = None if stage is None else next((c for c in stage.spec.checks if c.name == name), None)
+        if check is None:
+            return []
+        outcome, value, reason = judge_value(check, self.scenario.simulation.metric(check.query, t))
+        self.report.checks.append(
+            {"t": t, "stage": stage_name, "check": name, "value": value, "result": outcome.value, "rollout": rollout_id}
+        )
+        result = CheckResult(
+            rollout_id=rollout_id,
+            stage=stage_name,
+            check=name,
+            observed_at=self.origin + t,
+            value=value,
+            outcome=outcome,
+            reason=reason,
+        )
+        return [result]
 
     def _batch(self, command: StageAdvance, t: float) -> None:
         self.report.batches.append(

@@ -53,11 +53,30 @@ class Failure(_Model):
     track: Track = Track.CONTROL_PLANE
 
 
+class MetricSpan(_Model):
+    """CHK-2: what a query returns from `from` until `until` (seconds since the start)."""
+
+    query: str = Field(min_length=1)
+    start: float = Field(alias="from")
+    until: float
+    value: float
+
+    @field_validator("start", "until", mode="before")
+    @classmethod
+    def _d(cls, v: object) -> float:
+        return _seconds(v, "metrics")
+
+
 class Simulation(_Model):
     upgrade_duration: UpgradeDurations = Field(default_factory=UpgradeDurations, alias="upgradeDuration")
     ready_after: float = Field(default=60.0, alias="readyAfter")
     not_ready: tuple[NotReadyWindow, ...] = Field(default=(), alias="notReady")
     failures: tuple[Failure, ...] = ()
+    metrics: tuple[MetricSpan, ...] = ()
+
+    def metric(self, query: str, t: float) -> float | None:
+        """FORMAT: the first entry for exactly this query with from <= t < until; None: no data."""
+        return next((m.value for m in self.metrics if m.query == query and m.start <= t < m.until), None)
 
     @field_validator("ready_after", mode="before")
     @classmethod
