@@ -129,6 +129,9 @@ def _print_plan(result: dict[str, Any], *, show_clusters: bool) -> None:
         cells = [_window(stage["timeline"][t]) for t in ("controlPlane", "nodes")]
         stages.add_row(stage["name"], str(stage["clusters"]), parts or "-", *cells)
     tables.show(console, stages)
+    for stage in result["stages"]:
+        for line in _gate_lines(stage.get("gates", {})):
+            console.print(f"{stage['name']}: {line}")
     batches = Table(title="batch order (ideal run: no failures, no outages)")
     for column in ("at", "stage", "track", "partition", "version", "clusters"):
         batches.add_column(column)
@@ -144,6 +147,27 @@ def _print_plan(result: dict[str, Any], *, show_clusters: bool) -> None:
     _print_eligibility(console, result["eligibility"], show_all=show_clusters)
     for warning in result["warnings"]:
         console.print(f"[yellow]warning:[/yellow] {warning}")
+
+
+def _gate_lines(gates: dict[str, Any]) -> list[str]:
+    """A stage's gates in words (CHK-1, CHK-2, CHK-3); none for a stage without gates."""
+    lines = []
+    approval = gates.get("approval")
+    if approval:
+        lines.append("approval " + " and ".join(k for k in ("before", "after") if approval.get(k)))
+    window = gates.get("startWindow")
+    if window:
+        lines.append(f"start window from {window['start']} for {window['duration']:g} s, {window.get('recurrence')}")
+    for check in gates.get("checks", []):
+        condition = check["successCondition"]
+        if "failureCondition" in check:
+            condition += f", fails when {check['failureCondition']}"
+        lines.append(
+            f"check {check['name']}: {check['query']} passes when {condition}, every {check['interval']:g} s "
+            f"while {' and '.join(check['phases'])} (failureLimit {check['failureLimit']}, "
+            f"inconclusiveLimit {check['inconclusiveLimit']})"
+        )
+    return lines
 
 
 def _window(timeline: dict[str, Any]) -> str:

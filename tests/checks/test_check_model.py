@@ -129,7 +129,10 @@ def test_chk2_rollout_validate_names_stage_and_check(tmp_path: Path, capsys: pyt
     path.write_text(path.read_text().replace("'result <= '", "'result <= 0.01'"))
     assert main(["validate", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "warning: sequence.stages.prod.checks: valid, but the planner does not act on check results yet" in out
+    assert (
+        "warning: sequence.stages.prod.checks.error-rate: simulation.metrics gives its query no value, "
+        "so every evaluation is inconclusive (CHK-2)" in out
+    )
 
 
 def test_chk2_rollout_apply_refuses_a_bad_condition_before_publishing(

@@ -57,6 +57,7 @@ def test_chk_1_run_state_machine_table_has_awaiting_approval() -> None:
             StageState.COMPLETE,
             StageState.CANCELLED,
             StageState.AWAITING_APPROVAL,
+            StageState.SOAKING,  # CHK-2: an empty stage approved `before` soaks at once for its soak checks
         }
     )
 

@@ -11,7 +11,9 @@ from enginekit import CP, DAY, MIN, NODES, T0, V31, Driver, advances, cluster, s
 
 from rollout_common.check_results import CheckResult
 from rollout_common.commands import CheckSeries, Command, StageTransition
+from rollout_common.events import SequenceChange
 from rollout_common.status import StageState
+from rollout_planner.engine import views
 from rollout_planner.engine.runs import allowed
 from rollout_planner.engine.snapshot import dump, load
 
@@ -242,7 +244,8 @@ def test_chk_2_snapshot_restore_mid_soak_keeps_results_and_counts() -> None:
     _result(d, "failed", at=45 * MIN, value=0.05)
     d.state = load(dump(d.state))
     rec = d.state.checks[("main-1", "prod", "errors")]
-    assert (rec.since, rec.failed, rec.value) == (T0, 1, 0.05)  # one series since the progress phase began
+    # one series since the progress phase began, its interval, the failure in a row
+    assert (rec.since, rec.interval, rec.failed, rec.value) == (T0, 300.0, 1, 0.05)
     out = _result(d, "failed", at=50 * MIN, value=0.05)  # the second in a row halts after the restart
     assert [s[:2] for s in _said(out)] == [("controlPlane", "PAUSED"), ("nodes", "PAUSED")]
 
@@ -252,3 +255,81 @@ def test_chk_2_a_sequence_without_checks_announces_no_series() -> None:
     out = d.release({"1.30": V31})
     assert _series(out) == [] and advances(out) == [("prod", "controlPlane", V31, ["prod-1", "prod-2"])]
     assert d.state.checks == {}
+
+
+def test_chk_2_stat_5_the_stage_view_shows_each_check_value_condition_and_counts() -> None:
+    d = _driver(failureLimit=3)
+    d.release({"1.30": V31})
+    _result(d, "failed", at=5 * MIN, value=0.05)
+    view = views.stage_view(d.state, d.state.stage_by_name["prod"])
+    assert view["checks"] == [
+        {
+            "rollout": "main-1",
+            "check": "errors",
+            "running": True,
+            "since": T0,
+            "outcome": "failed",
+            "value": 0.05,
+            "observedAt": T0 + 5 * MIN,
+            "failedInARow": 1,
+            "inconclusiveInARow": 0,
+            "successCondition": "result < 0.01",
+            "failureCondition": None,
+            "interval": 300.0,
+            "failureLimit": 3,
+            "inconclusiveLimit": 2,
+            "text": f"check errors: failed with 0.05 at 2026-01-01T00:05:00+00:00 ({TEXT})",
+        }
+    ]
+    assert [w["rule"] for w in view["tracks"]["controlPlane"]["waits"]] == ["CHK-2"]
+
+
+def test_chk_2_soak_5_an_empty_stage_is_held_by_its_soak_checks_until_they_pass() -> None:
+    """A stage's gates hold it even without clusters: it soaks for no time and passes the version
+    through once each soak check has passed fresh."""
+    seq = sequence(
+        stage("test", soak="0s"),
+        stage("canary", checks=[_check(phases=["soak"])]),
+        stage("prod", soak="1h"),
+    )
+    d = Driver(seq, [cluster("test-1"), cluster("prod-1")])
+    d.release({"1.30": V31})
+    out = d.finish(["test-1"], CP, at=10 * MIN, ready=True)
+    passing = "no clusters in this stage; the version passes through: it passes once its soak checks pass (CHK-2)"
+    assert [(c.stage, c.track.value, c.state.value, c.reason) for c in out if isinstance(c, StageTransition)][-1] == (
+        "canary",
+        "controlPlane",
+        "SOAKING",
+        passing,
+    )
+    assert [(c.stage, c.check, c.running) for c in out if isinstance(c, CheckSeries)] == [("canary", "errors", True)]
+    assert advances(out) == [("test", "nodes", V31, ["test-1"])]  # prod waits for canary's check
+    passed = d.send(
+        CheckResult(
+            rollout_id="main-1",
+            stage="canary",
+            check="errors",
+            observed_at=T0 + 15 * MIN,
+            value=0.002,
+            outcome="passed",
+            reason="0.002",
+        ),
+        at=15 * MIN,
+    )
+    assert transitions(passed) == [
+        ("canary", "controlPlane", "COMPLETE", V31),
+        ("prod", "controlPlane", "IN_PROGRESS", V31),
+    ]
+    assert advances(passed) == [("prod", "controlPlane", V31, ["prod-1"])]
+
+
+def test_chk_2_seq_7_a_sequence_change_that_removes_a_check_ends_its_series() -> None:
+    d = _driver(phases=["progress"])
+    d.release({"1.30": V31})
+    plain = sequence(stage("prod", soak="1h", rolloutStrategy={"maxNew": 2, "maxUnavailable": 1}))
+    out = d.send(SequenceChange(command_id="seq-1", sequence=plain), at=MIN)
+    assert [c for c in out if isinstance(c, CheckSeries)] == [
+        CheckSeries(rollout_id="main-1", stage="prod", check="errors", running=False, since=T0, interval=300.0)
+    ]
+    # without the check nothing holds the batch any more
+    assert advances(out) == [("prod", "controlPlane", V31, ["prod-1", "prod-2"])]

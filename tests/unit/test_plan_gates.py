@@ -45,3 +45,34 @@ def test_chk_1_plan_says_which_gate_holds_a_stage_the_scenario_never_approves() 
         "stuck": "soak ended; the version is qualified downstream once approved: the after approval of stage prod, "
         "waiting since 2026-01-08T00:10:00+00:00 (CHK-1)",
     }
+
+
+def test_chk_2_plan_shows_the_checks_and_the_finish_the_scenario_metrics_give() -> None:
+    plan = preview(load_scenario(SCENARIOS / "chk2-soak-check-holds-the-soak-past-its-time.yaml"))
+    (prod,) = plan["stages"]
+    assert prod["gates"] == {
+        "checks": [
+            {
+                "name": "errors",
+                "query": "error_ratio",
+                "successCondition": "result < 0.01",
+                "interval": 600.0,
+                "failureLimit": 10,
+                "inconclusiveLimit": 2,
+                "phases": ["soak"],
+            }
+        ]
+    }
+    # the nodes' soak time ends at 1h40m, on a failure: they finish on the pass at 2h
+    assert prod["timeline"]["nodes"]["earliestFinish"] == "2026-01-05T02:00:00+00:00"
+
+
+def test_chk_2_plan_says_which_check_halts_a_stage() -> None:
+    prod = preview(load_scenario(SCENARIOS / "chk2-inconclusive-halts-the-stage.yaml"))["stages"][0]
+    assert prod["timeline"]["controlPlane"] == {
+        "earliestStart": "2026-01-05T00:00:00+00:00",
+        "earliestFinish": None,
+        "stuck": "halted by a metric check without a conclusive result: check errors: inconclusive with no value "
+        "at 2026-01-05T00:20:00+00:00 (successCondition result < 0.01): the query returned no sample; "
+        "3 inconclusive in a row, inconclusiveLimit 2 (CHK-2)",
+    }

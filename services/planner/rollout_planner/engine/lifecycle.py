@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rollout_common.checks import CheckPhase
 from rollout_common.commands import RolloutTransition
 from rollout_common.status import RolloutState, StageReason, StageState
 from rollout_common.version import Version
@@ -91,8 +92,21 @@ def _empty_stage(state: EngineState, stage: StageRec, run: Run) -> None:
         return
     run.qualified = run.offered
     run.started_at = state.now
+    if any(check.guards(CheckPhase.SOAK) for check in stage.spec.checks):
+        _judged_by_soak_checks(state, stage, run)
+        return
     if not hold_after(state, run):
         finish(state, run, StageReason.EMPTY_STAGE_PASS_THROUGH)
+
+
+def _judged_by_soak_checks(state: EngineState, stage: StageRec, run: Run) -> None:
+    """CHK-2: an empty stage's soak checks hold it too: it soaks for no time (SOAK-5 passes the version
+    through) and completes once each soak check has passed fresh (a result releases it)."""
+    run.soak_started = state.now
+    run.soak_end = state.now
+    detail = "it passes once its soak checks pass (CHK-2)"
+    transition(state, run, StageState.SOAKING, StageReason.EMPTY_STAGE_PASS_THROUGH, detail=detail)
+    state.dirty.add(stage.index)
 
 
 def _begin(state: EngineState, stage: StageRec, run: Run, offer: Offer) -> None:

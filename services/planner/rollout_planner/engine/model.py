@@ -471,6 +471,7 @@ class CheckRec:
     across series so an older result is never applied (BUS-7)."""
 
     since: float | None = None
+    interval: float = 1.0  # the check's interval when its series last started (announced at its end)
     observed_at: float | None = None
     outcome: CheckOutcome | None = None
     value: float | None = None

@@ -17,7 +17,10 @@ S = StageState
 # (OPS-2) restarts the announcement with a new end.
 ALLOWED: dict[StageState, frozenset[StageState]] = {
     # a run held by its stage's start window stays PENDING and says when it opens (CHK-3)
-    S.PENDING: frozenset({S.PENDING, S.IN_PROGRESS, S.PAUSED, S.STUCK, S.COMPLETE, S.CANCELLED, S.AWAITING_APPROVAL}),
+    # an empty stage with soak checks soaks for no time at once, held by those checks (CHK-2)
+    S.PENDING: frozenset(
+        {S.PENDING, S.IN_PROGRESS, S.PAUSED, S.STUCK, S.COMPLETE, S.CANCELLED, S.AWAITING_APPROVAL, S.SOAKING}
+    ),
     S.IN_PROGRESS: frozenset({S.PAUSED, S.SOAKING, S.FORCED_SOAKING, S.STUCK, S.CANCELLED}),
     S.PAUSED: frozenset({S.IN_PROGRESS, S.SOAKING, S.FORCED_SOAKING, S.STUCK, S.CANCELLED}),
     S.STUCK: frozenset({S.IN_PROGRESS, S.PAUSED, S.CANCELLED}),
@@ -28,7 +31,7 @@ ALLOWED: dict[StageState, frozenset[StageState]] = {
     # stage approved `before` passes straight on to wait at `after` (its own state again); a closed
     # start window keeps an approved run PENDING (CHK-3).
     S.AWAITING_APPROVAL: frozenset(
-        {S.PENDING, S.IN_PROGRESS, S.PAUSED, S.STUCK, S.COMPLETE, S.CANCELLED, S.AWAITING_APPROVAL}
+        {S.PENDING, S.IN_PROGRESS, S.PAUSED, S.STUCK, S.COMPLETE, S.CANCELLED, S.AWAITING_APPROVAL, S.SOAKING}
     ),
     S.COMPLETE: frozenset(),
     S.CANCELLED: frozenset(),

@@ -116,6 +116,7 @@ def document(state: EngineState) -> dict[str, Any]:
                 s,
                 c,
                 k.since,
+                k.interval,
                 k.observed_at,
                 None if k.outcome is None else k.outcome.value,
                 k.value,
@@ -303,8 +304,10 @@ def _load(data: bytes) -> EngineState:
     }
     # CHK-2: absent from a snapshot written before checks were applied
     state.checks = {
-        (r, s, c): CheckRec(since, seen, None if outcome is None else CheckOutcome(outcome), value, failed, unsure)
-        for r, s, c, since, seen, outcome, value, failed, unsure in doc.get("checks", [])
+        (r, s, c): CheckRec(
+            since, interval, seen, None if outcome is None else CheckOutcome(outcome), value, failed, unsure
+        )
+        for r, s, c, since, interval, seen, outcome, value, failed, unsure in doc.get("checks", [])
     }
     state.timers = []
     for at, kind, stage, track, ref in doc["timers"]:

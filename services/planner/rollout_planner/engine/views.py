@@ -9,6 +9,7 @@ from rollout_common.status import TRACKS, ClusterStatus, IneligibleType, PauseTy
 from rollout_common.status_words import version_mismatch_reason
 from rollout_planner.engine.eligibility import offered_versions
 from rollout_planner.engine.gates.approvals import approval_waits, gate_views
+from rollout_planner.engine.gates.checks import check_views
 from rollout_planner.engine.model import CP, NODES, TRACK_INDEXES, ClusterRec, EngineState, StageRec, hands_out
 from rollout_planner.engine.reasons import describe_waits, window_waits
 
@@ -155,6 +156,8 @@ def stage_view(state: EngineState, stage: StageRec, *, with_clusters: bool = Tru
     view["tracks"] = tracks
     if stage.spec.approval.any:  # CHK-1; a stage without gates shows as before
         view["gates"] = gate_views(state, stage)
+    if stage.spec.checks:  # CHK-2; a stage without checks shows as before
+        view["checks"] = check_views(state, stage)
     return view
 
 

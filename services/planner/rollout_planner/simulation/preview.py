@@ -53,12 +53,14 @@ def preview(scenario: Scenario) -> dict[str, Any]:
 
 
 def _gates(stage: Stage) -> dict[str, Any]:
-    """CHK-1, CHK-3: a stage's gates, shown only where set (the timeline shows what they cost)."""
+    """CHK-1, CHK-2, CHK-3: a stage's gates, shown only where set (the timeline shows what they cost)."""
     gates: dict[str, Any] = {}
     if stage.approval.any:
         gates["approval"] = stage.approval.model_dump()
     if stage.start_window is not None:
         gates["startWindow"] = stage.start_window.model_dump(mode="json")
+    if stage.checks:
+        gates["checks"] = [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in stage.checks]
     return {"gates": gates} if gates else {}
 
 
@@ -77,6 +79,9 @@ def _timeline(transitions: list[dict[str, Any]], stage: str, origin: float) -> d
         waits = [t["reason"] for t in mine if t["state"] == "AWAITING_APPROVAL"]
         if waits and mine[-1]["state"] == "AWAITING_APPROVAL":
             stuck = waits[-1]
+        # CHK-2: a check that halts the stage in the ideal run (the scenario's metrics) holds it for good
+        if mine and mine[-1]["state"] == "PAUSED":
+            stuck = mine[-1]["reason"]
         out[track] = {
             "earliestStart": None if started is None else _iso(origin + started),
             "earliestFinish": None if finished is None else _iso(origin + finished),

@@ -51,11 +51,13 @@ def _cross_references(scenario: Scenario, findings: Findings) -> None:
         if failure.cluster not in clusters:
             findings.problems.append(f"simulation.failures.{index}.cluster: unknown cluster {failure.cluster!r}")
     for stage in scenario.sequence.stages:
-        if stage.checks:
-            findings.warnings.append(
-                f"sequence.stages.{stage.name}.checks: valid, but the planner does not act on check results yet "
-                "(CHK-2): nothing holds or halts this stage on them"
-            )
+        queries = {m.query for m in scenario.simulation.metrics}
+        for check in stage.checks:
+            if check.query not in queries:
+                findings.warnings.append(
+                    f"sequence.stages.{stage.name}.checks.{check.name}: simulation.metrics gives its query no "
+                    "value, so every evaluation is inconclusive (CHK-2)"
+                )
         for name in stage.cluster_names or ():
             if name not in clusters:
                 findings.warnings.append(f"sequence.stages.{stage.name}.clusterNames: no cluster named {name!r}")

@@ -63,7 +63,7 @@ def _sync_stage(state: EngineState, stage: StageRec, rollout_id: str) -> None:
             rec = state.checks.setdefault(key, CheckRec())
             _start(state, key, rec, check)
         elif not guarded and rec is not None and rec.since is not None:
-            _end(state, key, rec, check.interval)
+            _end(state, key, rec)
 
 
 def _end_removed(state: EngineState, rollout_id: str) -> None:
@@ -73,12 +73,13 @@ def _end_removed(state: EngineState, rollout_id: str) -> None:
             continue
         stage = state.stage_by_name.get(key[1])
         if stage is None or check_named(stage, key[2]) is None:
-            _end(state, key, rec, 1.0)
+            _end(state, key, rec)
 
 
 def _start(state: EngineState, key: CheckKey, rec: CheckRec, check: Check) -> None:
     # a new series judges afresh: the previous series' result and counts say nothing about it
     rec.since = state.now
+    rec.interval = check.interval
     rec.outcome = None
     rec.value = None
     rec.failed = 0
@@ -86,10 +87,10 @@ def _start(state: EngineState, key: CheckKey, rec: CheckRec, check: Check) -> No
     _announce(state, key, running=True, since=state.now, interval=check.interval)
 
 
-def _end(state: EngineState, key: CheckKey, rec: CheckRec, interval: float) -> None:
+def _end(state: EngineState, key: CheckKey, rec: CheckRec) -> None:
     since = rec.since if rec.since is not None else state.now
     rec.since = None
-    _announce(state, key, running=False, since=since, interval=interval)
+    _announce(state, key, running=False, since=since, interval=rec.interval)
 
 
 def _announce(state: EngineState, key: CheckKey, *, running: bool, since: float, interval: float) -> None:
@@ -172,3 +173,32 @@ def check_waits(state: EngineState, stage: StageRec, track: int) -> list[tuple[s
 
 def _at(epoch: float) -> str:
     return from_epoch(epoch).isoformat()
+
+
+def check_views(state: EngineState, stage: StageRec) -> list[dict[str, object]]:
+    """STAT-5: every check of the stage some rollout evaluated: its series, latest result, counts."""
+    out: list[dict[str, object]] = []
+    for (rollout_id, name, check_name), rec in state.checks.items():
+        check = check_named(stage, check_name) if name == stage.spec.name else None
+        if check is None:
+            continue
+        out.append(
+            {
+                "rollout": rollout_id,
+                "check": check_name,
+                "running": rec.since is not None,
+                "since": rec.since,
+                "outcome": None if rec.outcome is None else rec.outcome.value,
+                "value": rec.value,
+                "observedAt": rec.observed_at,
+                "failedInARow": rec.failed,
+                "inconclusiveInARow": rec.inconclusive,
+                "successCondition": check.success_condition,
+                "failureCondition": check.failure_condition,
+                "interval": check.interval,
+                "failureLimit": check.failure_limit,
+                "inconclusiveLimit": check.inconclusive_limit,
+                "text": describe(check, rec),
+            }
+        )
+    return out
