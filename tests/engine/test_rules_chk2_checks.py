@@ -7,7 +7,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from enginekit import CP, DAY, MIN, NODES, T0, V31, Driver, advances, cluster, sequence, stage, transitions, wait_for
+from enginekit import (
+    CP,
+    DAY,
+    HOUR,
+    MIN,
+    NODES,
+    T0,
+    V31,
+    Driver,
+    advances,
+    cluster,
+    sequence,
+    stage,
+    transitions,
+    wait_for,
+)
 
 from rollout_common.check_results import CheckResult
 from rollout_common.commands import CheckSeries, Command, StageTransition
@@ -134,6 +149,11 @@ def test_chk_2_failures_beyond_failure_limit_halt_the_stage_with_check_failed_na
     out = d.finish(["prod-1"], CP, at=12 * MIN, ready=True)
     assert advances(out) == [] and transitions(out) == []
     assert d.state.stages[0].waits[0] == [("OPS-1", "All", {"reason": "CHECK_FAILED"})]
+    [said] = views.stage_view(d.state, d.state.stage_by_name["prod"])["tracks"]["controlPlane"]["waits"]
+    assert said["message"] == (
+        "halted by a metric check (CHECK_FAILED); no new batches, nothing qualified until the rollout is resumed "
+        "(CHK-2, OPS-1)"
+    )
     assert d.wake(at=31 * DAY) == []  # the 30-day clock does not force a halted stage to soak
 
 
@@ -333,3 +353,26 @@ def test_chk_2_seq_7_a_sequence_change_that_removes_a_check_ends_its_series() ->
     ]
     # without the check nothing holds the batch any more
     assert advances(out) == [("prod", "controlPlane", V31, ["prod-1", "prod-2"])]
+
+
+def test_chk_2_soak_5_an_empty_stage_halted_by_its_check_is_judged_again_for_no_time_on_resume() -> None:
+    seq = sequence(stage("test", soak="0s"), stage("canary", checks=[_check(phases=["soak"])]), stage("prod"))
+    d = Driver(seq, [cluster("test-1"), cluster("prod-1")])
+    d.release({"1.30": V31}, at=0)
+    d.finish(["test-1"], CP, at=10 * MIN, ready=True)
+    failed = CheckResult(
+        rollout_id="main-1",
+        stage="canary",
+        check="errors",
+        observed_at=T0 + 10 * MIN,
+        value=0.05,
+        outcome="failed",
+        reason="0.05",
+    )
+    assert [t[2] for t in transitions(d.send(failed, at=10 * MIN)) if t[0] == "canary"] == ["PAUSED"]
+    out = d.command("resume", at=HOUR)
+    # soaking again for no time (not the stage's 7-day default): held until its check passes anew
+    assert [(c.state.value, c.until) for c in out if isinstance(c, StageTransition) and c.stage == "canary"] == [
+        ("SOAKING", T0 + HOUR),
+        ("SOAKING", T0 + HOUR),
+    ]

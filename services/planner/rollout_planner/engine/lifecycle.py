@@ -276,8 +276,11 @@ def resume_halted(state: EngineState, run: Run) -> None:
     if run.soak_started is None:
         start_soak(state, run, forced=True)
         return
+    stage = state.stages[run.stage]
     run.soak_started = state.now
-    run.soak_end = state.now + soak_seconds(state, state.stages[run.stage], run.qualified)
+    # an empty stage passes the version through (SOAK-5): it soaks for no time, judged by its checks
+    empty = not stage.members and not stage.no_partition
+    run.soak_end = state.now + (0.0 if empty else soak_seconds(state, stage, run.qualified))
     soaking = StageState.FORCED_SOAKING if run.forced else StageState.SOAKING
     transition(state, run, soaking, StageReason.RESUMED, detail="the whole soak time again (CHK-2)")
     if run.soak_end <= state.now:

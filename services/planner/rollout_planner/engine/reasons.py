@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from rollout_common.commands import Wait
-from rollout_common.status import WaitRule
+from rollout_common.status import StageReason, WaitRule
 from rollout_common.window import from_epoch
 from rollout_planner.engine.model import EngineState, StageRec
 
 _NAMES_SHOWN = 20
+_CHECK_HALTS = (StageReason.CHECK_FAILED.value, StageReason.CHECK_INCONCLUSIVE.value)
 
 
 def describe_waits(state: EngineState, stage: StageRec, track: int, *, with_clusters: bool = False) -> list[Wait]:
@@ -84,6 +85,11 @@ def _message(rule: str, partition: str | None, numbers: dict[str, object]) -> st
         )
     if rule == WaitRule.CHK_2_CHECK.value:
         return f"rollout {numbers.get('rollout')} waits for {numbers.get('text')} (CHK-2)"
+    if rule == WaitRule.OPS_1_PAUSED.value and numbers.get("reason") in _CHECK_HALTS:
+        return (
+            f"halted by a metric check ({numbers.get('reason')}); no new batches, nothing qualified until the "
+            "rollout is resumed (CHK-2, OPS-1)"
+        )
     if rule == WaitRule.OPS_1_PAUSED.value:
         return f"rollout paused ({numbers.get('reason')}); no new batches (OPS-1)"
     return rule
