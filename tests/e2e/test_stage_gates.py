@@ -45,10 +45,9 @@ PACE = Pace(time_scale=1.0, upgrade_s=0.5, max_concurrent=5, ready_after_s=0.2)
 WAIT_S = 60.0
 
 
-def fleet(name: str, *, stages: dict[str, int], prod: dict[str, Any], soak: str = "1s") -> dict[str, Any]:
-    """`stages`: name -> clusters (`<stage>-NN`, labelled env: <stage>), upgraded one at a time; the
-    last stage gets the `prod` fields (its gates)."""
-    last = list(stages)[-1]
+def fleet(name: str, *, stages: dict[str, int], gates: dict[str, dict[str, Any]], soak: str = "1s") -> dict[str, Any]:
+    """`stages`: name -> clusters (`<stage>-NN`, labelled env: <stage>), upgraded one at a time;
+    `gates`: a stage's extra fields (approval, checks)."""
     return {
         "name": name,
         "generate": [
@@ -65,7 +64,7 @@ def fleet(name: str, *, stages: dict[str, int], prod: dict[str, Any], soak: str 
                     "soak": soak,
                     "rolloutStrategy": {"maxNew": 1, "maxUnavailable": "50%"},
                 }
-                | (prod if stage == last else {})
+                | gates.get(stage, {})
                 for stage in stages
             ],
         },
@@ -154,7 +153,7 @@ async def test_chk1_an_approval_from_a_pipelines_own_producer_opens_the_gate(
     """CHK-1, OPS-3: prod waits AWAITING_APPROVAL with nothing handed out; the approve command,
     published with plain aiokafka as a CI pipeline would, is acknowledged and prod completes."""
     stages = {"canary": 1, "prod": 2}
-    document = fleet("gate", stages=stages, prod={"approval": {"before": True}})
+    document = fleet("gate", stages=stages, gates={"prod": {"approval": {"before": True}}})
     apply_fleet(document, tmp_path=tmp_path, prefix=prefix, kafka_bootstrap=kafka_bootstrap, redis_url=redis_url)
     start_system(services, prefix=prefix, clusters=clusters_of(stages), pace=PACE)
     await wait_for_fleet(redis_url, prefix, services, clusters=3)
@@ -259,7 +258,7 @@ async def test_chk2_a_metric_gone_bad_mid_stage_halts_it_with_check_failed_then_
     series.set(0.001)
     series.await_visible(0.001)
     prod = {"checks": [error_check(series.query, phases=["progress"])]}
-    document = fleet("guarded", stages=stages, prod=prod)
+    document = fleet("guarded", stages=stages, gates={"prod": prod})
     document["sequence"]["prometheusUrl"] = series.url
     apply_fleet(document, tmp_path=tmp_path, prefix=prefix, kafka_bootstrap=kafka_bootstrap, redis_url=redis_url)
     start_system(services, prefix=prefix, clusters=clusters_of(stages), pace=PACE)
@@ -326,11 +325,7 @@ async def test_chk2_prometheus_stopped_mid_soak_gives_inconclusive_results_then_
     series.set(0.001)
     series.await_visible(0.001)
     canary = {"checks": [error_check(series.query, phases=["soak"], inconclusiveLimit=1)]}
-    document = fleet("soaked", stages={"canary": 1}, prod=canary, soak="60s")
-    document["generate"].append({"count": 1, "name": "prod-{i:02d}", "labels": {"env": "prod"}, "version": OLD})
-    document["sequence"]["stages"].append(
-        {"name": "prod", "clusterSelector": {"matchLabels": {"env": "prod"}}, "rolloutStrategy": {"maxNew": 1}}
-    )
+    document = fleet("soaked", stages=stages, gates={"canary": canary}, soak="60s")
     apply_fleet(document, tmp_path=tmp_path, prefix=prefix, kafka_bootstrap=kafka_bootstrap, redis_url=redis_url)
     start_system(services, prefix=prefix, clusters=clusters_of(stages), pace=PACE)
     start_check_runner(services, prefix=prefix, prometheus_url=prometheus_server.url)
