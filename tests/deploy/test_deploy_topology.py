@@ -10,7 +10,9 @@ import shlex
 from typing import Any
 
 import pytest
+import yaml
 from deploy_model import (
+    COMPOSE_FILE,
     DEPLOY,
     DOCKERFILE,
     K8S,
@@ -43,9 +45,9 @@ def _executor_env(build: Build) -> dict[str, str]:
 # ---- compose -----------------------------------------------------------------------------------
 
 
-def _created_topics() -> dict[str, dict[str, Any]]:
+def _created_topics(document: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """topic -> {partitions, configs} from every kafka-topics.sh --create line of kafka-init."""
-    init = compose()["services"]["kafka-init"]
+    init = (document or compose())["services"]["kafka-init"]
     script = "\n".join(init["command"])
     # The script keeps the shared part of the command in a variable, one topic per line.
     assert "/opt/kafka/bin/kafka-topics.sh" in script and "--create" in script
@@ -71,6 +73,14 @@ def test_topic_creation_matches_the_catalog() -> None:
         assert (made["configs"].get("cleanup.policy") == "compact") == spec.compacted, topic.name
         retention = made["configs"].get("retention.ms")
         assert (None if retention is None else int(retention)) == spec.retention_ms, topic.name
+
+
+def test_the_production_topology_creates_the_same_topics() -> None:
+    """compose.ha.yaml replaces kafka-init's script: it must create every topic of the catalog too
+    (the services do not create topics, and the planner cannot subscribe to a missing one)."""
+    overlay = yaml.safe_load((COMPOSE_FILE.parent / "compose.ha.yaml").read_text(encoding="utf-8"))
+    created = _created_topics(overlay)
+    assert {name: made["partitions"] for name, made in created.items()} == {t.name: t.partitions for t in ALL}
 
 
 def test_kafka_is_the_apache_image_in_kraft_mode_and_topics_are_not_auto_created() -> None:
