@@ -28,6 +28,9 @@ from typing import Any, NoReturn
 import pytest
 from local_servers import started
 
+# Prometheus is infrastructure too (CHK-2): one server and exporter per session for every folder.
+from prometheus_service import _prometheus_service, metrics_exporter, prometheus_server, prometheus_url  # noqa: F401
+
 from rollout_devenv import DevenvError, KafkaBroker, KafkaCluster, RedisSentinelGroup, RedisServer
 
 

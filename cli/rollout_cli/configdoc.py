@@ -26,7 +26,7 @@ from pydantic_settings import BaseSettings
 
 from rollout_cli import help_text
 from rollout_executor.settings import ExecutorSettings
-from rollout_health.settings import InventorySettings, MonitorSettings, ReporterSettings
+from rollout_health.settings import CheckRunnerSettings, InventorySettings, MonitorSettings, ReporterSettings
 from rollout_planner.service.settings import PlannerSettings
 
 DEFAULT_OUTPUT = Path("docs/configuration.md")
@@ -45,6 +45,7 @@ SERVICES: tuple[Service, ...] = (
     Service("Health reporter", "python -m rollout_health reporter [--config FILE]", ReporterSettings),
     Service("Health monitor", "python -m rollout_health monitor [--config FILE]", MonitorSettings),
     Service("Inventory watcher", "python -m rollout_health inventory [--config FILE]", InventorySettings),
+    Service("Check runner", "python -m rollout_health checks [--config FILE]", CheckRunnerSettings),
 )
 
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from pydantic_settings import BaseSettings
 
 from rollout_executor.settings import ExecutorSettings
-from rollout_health.settings import MonitorSettings, ReporterSettings
+from rollout_health.settings import CheckRunnerSettings, MonitorSettings, ReporterSettings
 from rollout_planner.service.settings import PlannerSettings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,6 +37,7 @@ SETTINGS_BY_COMMAND: dict[tuple[str, ...], type[BaseSettings]] = {
     ("rollout_executor",): ExecutorSettings,
     ("rollout_health", "reporter"): ReporterSettings,
     ("rollout_health", "monitor"): MonitorSettings,
+    ("rollout_health", "checks"): CheckRunnerSettings,
 }
 
 

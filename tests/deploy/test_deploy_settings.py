@@ -31,7 +31,7 @@ from pydantic_settings import BaseSettings
 from rollout_cli import configdoc
 from rollout_executor.settings import ExecutorSettings
 from rollout_health.monitor import HealthMonitor
-from rollout_health.settings import MonitorSettings, ReporterSettings
+from rollout_health.settings import CheckRunnerSettings, MonitorSettings, ReporterSettings
 from rollout_planner.service.settings import PlannerSettings
 
 
@@ -127,7 +127,7 @@ def served(settings: BaseSettings) -> tuple[int, set[str]]:
     routes = _route_strings("rollout_adapters.status_server")
     if isinstance(settings, PlannerSettings):
         return settings.http_port, routes
-    if isinstance(settings, ExecutorSettings | ReporterSettings):
+    if isinstance(settings, ExecutorSettings | ReporterSettings | CheckRunnerSettings):
         return settings.metrics_port, routes
     assert isinstance(settings, MonitorSettings)
     if settings.metrics_port:

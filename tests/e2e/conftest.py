@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 from browser import browser, page, screenshots
+from prometheus_service import series
 from service_processes import ServiceProcesses
 
-__all__ = ["browser", "page", "screenshots"]  # the dashboard test's browser fixtures
+__all__ = ["browser", "page", "screenshots", "series"]  # the dashboard test's browser fixtures, a check's gauge
 
 
 @pytest.fixture

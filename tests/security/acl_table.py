@@ -32,7 +32,7 @@ READ, WRITE, CREATE, DESCRIBE, DESCRIBE_CONFIGS = (
     Operation.DESCRIBE_CONFIGS,
 )
 
-PRINCIPALS = ("planner", "executor", "health", "reporter", "operator", "intruder")
+PRINCIPALS = ("planner", "executor", "health", "reporter", "checks", "operator", "intruder")
 
 PLANNER_GROUP = "rollout-planner"
 EXECUTOR_GROUP = "rollout-executors"
@@ -84,6 +84,9 @@ GRANTS: tuple[Grant, ...] = (
     Grant("health", Resource.GROUP, HEALTH_APP, (READ,)),
     # health reporter: heartbeats out, nothing else
     _topic("reporter", HEARTBEATS.name, WRITE),
+    # check runner: the planner's check series in (read without a group), results out (CHK-2)
+    _topic("checks", PROGRESS.name, READ),
+    _topic("checks", CHECK_RESULTS.name, WRITE),
     # operator (the CLI): releases, commands and inventory in, progress and dead letters out
     _topic("operator", RELEASE_TARGETS.name, WRITE),
     _topic("operator", OPERATOR_COMMANDS.name, WRITE),

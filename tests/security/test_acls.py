@@ -15,15 +15,20 @@ import pytest
 from acl_table import PLANNER_GROUP, acls
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from canary_prod import NEW, canary_prod_state, forget_namespace
-from secure_kafka import SecureKafka
+from secure_kafka import SUPER_USER, SecureKafka
 from topic_reader import bodies
 
 from rollout_adapters.redis_store import RedisStore
 from rollout_common import envelope
+from rollout_common.commands import CheckSeries
 from rollout_common.errors import PermanentError, UnknownTopicError
 from rollout_common.events import OperatorCommand, ReleaseTarget
-from rollout_common.topics.catalog import OPERATOR_COMMANDS, PROGRESS, RELEASE_TARGETS, STAGE_ADVANCE
+from rollout_common.topics.catalog import CHECK_RESULTS, OPERATOR_COMMANDS, PROGRESS, RELEASE_TARGETS, STAGE_ADVANCE
 from rollout_devenv.acls import describe_acls
+from rollout_health.checks import PrometheusQuery
+from rollout_health.checks.runner import CheckRunner
+from rollout_health.metrics import HealthMetrics
+from rollout_health.settings import CheckRunnerSettings
 from rollout_planner.engine import EngineState
 from rollout_planner.service.clock import ManualClock
 from rollout_planner.service.planner import Planner
@@ -211,3 +216,42 @@ async def test_a_planner_with_least_privilege_checks_the_topics_it_reads_without
                         break
                     await asyncio.sleep(0.05)
     assert [r.getMessage() for r in caplog.records if r.name == "rollout.topics"] == []
+
+
+async def test_chk2_the_check_runner_works_with_its_own_grants_and_writes_nothing_else(
+    secure: SecureKafka, redis_url: str
+) -> None:
+    """The check runner logged in as `checks`: it reads the series the planner announced and publishes
+    its result (inconclusive here: no sequence stored); the broker refuses its writes to the
+    progress and operator-command topics."""
+    series = CheckSeries(rollout_id="sec-1", stage="prod", check="errors", running=True, since=START, interval=1.0)
+    value, headers = envelope.encode(series, event_id="series-1", source="test", at=START)
+    # Announced as the administrator: the broker's authorizer may take a moment to apply the grants
+    # just created, and what is tested here is the `checks` principal, not the planner's.
+    await secure.produce(SUPER_USER, PROGRESS.name, key=b"sec-1", value=value, headers=headers)
+    settings = CheckRunnerSettings(
+        topic_prefix=secure.prefix,
+        create_topics=False,
+        redis_url=redis_url,
+        redis_namespace=secure.prefix,
+        idle_poll_s=0.2,
+        checks={"prometheus_url": "http://127.0.0.1:1", "timeout_s": 1.0},
+    )
+    bus = secure.bus("checks")
+    store = RedisStore(redis_url, namespace=secure.prefix)
+    stop = asyncio.Event()
+    async with PrometheusQuery(settings.checks) as query:
+        runner = CheckRunner(bus=bus, store=store, query=query, settings=settings, metrics=HealthMetrics())
+        task = asyncio.create_task(runner.run(stop))
+        try:
+            results = bodies(await secure.read(CHECK_RESULTS.name, until=lambda records: len(records) >= 1))
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 30)
+            await bus.close()
+            await store.close()
+    assert [(b["rolloutId"], b["check"], b["outcome"]) for b in results[:1]] == [("sec-1", "errors", "inconclusive")]
+
+    for topic in (PROGRESS.name, OPERATOR_COMMANDS.name):
+        with pytest.raises(REFUSED):
+            await secure.produce("checks", topic, key=b"sec-1", value=value, headers=headers)

@@ -1,10 +1,13 @@
-"""`python -m rollout_health reporter|monitor [--config FILE]`.
+"""`python -m rollout_health reporter|inventory|monitor|checks [--config FILE]`.
 
 - `reporter`: probes the configured clusters and publishes heartbeats until SIGTERM/SIGINT.
 - `inventory`: lists and watches the cluster objects of a management cluster (Cluster API or
   Fleet) and publishes their changes to rollout.inventory (see `rollout_health.inventory`).
 - `monitor`: supervises the faust monitor worker (restarts it with back-off), which turns
   heartbeats into readiness changes. `monitor-worker` is that worker itself, unsupervised.
+- `checks`: evaluates the metric checks of the series the planner announces against Prometheus
+  and publishes each result to rollout.check-results (CHK-2, see `rollout_health.checks.runner`);
+  one per fleet.
 
 Two processes rather than one: the reporter runs near the clusters it probes (one or many),
 the monitor once per fleet (or a few, sharing the work through the consumer group).
@@ -23,18 +26,18 @@ from pathlib import Path
 
 import faust
 
-from rollout_adapters.connections import kafka_bus
+from rollout_adapters.connections import kafka_bus, redis_store
 from rollout_adapters.shutdown import bounded_close, unless_stopped
 from rollout_adapters.status_server import StatusServer
 from rollout_common import json_logging
 from rollout_common.connection_settings import load, loggable
 from rollout_common.errors import RolloutError, TransientError
-from rollout_common.topics.catalog import HEARTBEATS, INVENTORY, UPGRADE_RESULTS
+from rollout_common.topics.catalog import CHECK_RESULTS, HEARTBEATS, INVENTORY, PROGRESS, UPGRADE_RESULTS
 from rollout_health.metrics import HealthMetrics
 from rollout_health.monitor import HealthMonitor
 from rollout_health.probes import build_probe
 from rollout_health.reporter import Reporter
-from rollout_health.settings import InventorySettings, MonitorSettings, ReporterSettings
+from rollout_health.settings import CheckRunnerSettings, InventorySettings, MonitorSettings, ReporterSettings
 from rollout_health.supervisor import supervise
 
 log = logging.getLogger("rollout_health")
@@ -141,8 +144,51 @@ async def run_inventory(settings: InventorySettings) -> None:
         await bus.close()
 
 
+async def run_checks(settings: CheckRunnerSettings) -> None:
+    # Imported here: the reporter and monitor need no Prometheus client.
+    from rollout_health.checks.prometheus import PrometheusQuery
+    from rollout_health.checks.runner import CheckRunner
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    bus = kafka_bus(settings, client_id="rollout-health-checks")
+    store = redis_store(settings)
+    query = PrometheusQuery(settings.checks)
+    metrics = HealthMetrics()
+    runners: list[CheckRunner] = []
+    status = _status_server(settings, metrics, ready=lambda: any(r.ready for r in runners))
+    try:
+        if status is not None:
+            await status.start()
+        await query.start()
+        while not stop.is_set():
+            try:
+                if settings.create_topics:
+                    specs = [settings.topic_spec(t) for t in (PROGRESS, CHECK_RESULTS)]
+                    await unless_stopped(bus.ensure_topics(specs), stop)
+                break
+            except TransientError as exc:
+                log.warning("Kafka not reachable yet; retrying in 2 s: %s", exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 2.0)
+        if stop.is_set():
+            return
+        runner = CheckRunner(bus=bus, store=store, query=query, settings=settings, metrics=metrics)
+        runners.append(runner)
+        log.info("check runner: default Prometheus %s", settings.checks.prometheus_url)
+        await runner.run(stop)
+    finally:
+        if status is not None:
+            await status.stop()
+        await bounded_close("the Prometheus client", query.close())
+        await bounded_close("the Redis client", store.close())
+        await bounded_close("the Kafka clients", bus.close())
+
+
 def _status_server(
-    settings: ReporterSettings | InventorySettings | MonitorSettings,
+    settings: ReporterSettings | InventorySettings | MonitorSettings | CheckRunnerSettings,
     metrics: HealthMetrics,
     *,
     ready: Callable[[], bool],
@@ -187,15 +233,17 @@ def run_monitor_worker(settings: MonitorSettings) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rollout_health", description=__doc__)
-    parser.add_argument("command", choices=["reporter", "inventory", "monitor", "monitor-worker"])
+    parser.add_argument("command", choices=["reporter", "inventory", "monitor", "monitor-worker", "checks"])
     parser.add_argument("--config", type=Path, help="YAML file of settings (ROLLOUT_* variables win)")
     args = parser.parse_args(argv)
     try:
-        settings: ReporterSettings | InventorySettings | MonitorSettings
+        settings: ReporterSettings | InventorySettings | MonitorSettings | CheckRunnerSettings
         if args.command == "reporter":
             settings = load(ReporterSettings, args.config, what="reporter settings")
         elif args.command == "inventory":
             settings = load(InventorySettings, args.config, what="inventory settings")
+        elif args.command == "checks":
+            settings = load(CheckRunnerSettings, args.config, what="check runner settings")
         else:
             settings = load(MonitorSettings, args.config, what="monitor settings")
     except RolloutError as exc:
@@ -209,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if isinstance(settings, InventorySettings):
             asyncio.run(run_inventory(settings))
+            return 0
+        if isinstance(settings, CheckRunnerSettings):
+            asyncio.run(run_checks(settings))
             return 0
         if args.command == "monitor":
             worker_argv = ["monitor-worker"] + (["--config", str(args.config)] if args.config else [])

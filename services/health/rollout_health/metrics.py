@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from rollout_adapters.dead_letter_metrics import DeadLetterMetrics
 
@@ -35,6 +35,23 @@ class HealthMetrics:
         self.rows_expired = Counter(
             "rollout_health_rows_expired",
             "Rows the monitor dropped after row_expiry_s of silence (unknown, mistyped or decommissioned names)",
+            registry=self.registry,
+        )
+        self.check_evaluations = Counter(
+            "rollout_health_check_evaluations",
+            "Metric check evaluations (CHK-2), by outcome: passed, failed or inconclusive",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.check_evaluation_seconds = Histogram(
+            "rollout_health_check_evaluation_seconds",
+            "How long one metric check evaluation took: the Prometheus query and judging its answer",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=self.registry,
+        )
+        self.check_results_unpublished = Counter(
+            "rollout_health_check_results_unpublished",
+            "Check results that could not be published (Kafka unreachable); the next evaluation follows",
             registry=self.registry,
         )
         self.dead_letters = DeadLetterMetrics(self.registry)

@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from rollout_common.connection_settings import ServiceSettings, read_config_file
+from rollout_common.connection_settings import RedisServiceSettings, ServiceSettings, read_config_file
 from rollout_common.sequence import END_OF_TEXT, PROMETHEUS_URL_PATTERN
 
 
@@ -173,7 +173,6 @@ class MonitorSettings(_Common):
     )
     web_port: int = Field(default=0, ge=0, le=65535, description="faust's web server; 0 disables it")
     restart_backoff_max_s: float = Field(default=30.0, gt=0.0)
-    checks: ChecksSettings = Field(default_factory=ChecksSettings)
 
     @model_validator(mode="after")
     def _expiry_after_staleness(self) -> MonitorSettings:
@@ -183,6 +182,20 @@ class MonitorSettings(_Common):
                 "a row is dropped only after its cluster was published stale"
             )
         return self
+
+
+class CheckRunnerSettings(_Common, RedisServiceSettings):
+    """The check runner: Kafka (the planner's check series in, results out), the Redis store the planner
+    keeps its sequence in (its namespace), and how to ask Prometheus."""
+
+    checks: ChecksSettings = Field(default_factory=ChecksSettings)
+    idle_poll_s: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=30.0,
+        description="how long one read of the progress topic waits when no check is due sooner: "
+        "the longest a series the planner starts waits for its first evaluation past its start",
+    )
 
 
 class InventorySettings(_Common):
@@ -202,4 +215,11 @@ class InventorySettings(_Common):
     watch_timeout_s: int = Field(default=300, gt=0, description="the server ends a watch after this; it resumes")
 
 
-__all__ = ["ChecksSettings", "InventorySettings", "MonitorSettings", "ReporterSettings", "read_config_file"]
+__all__ = [
+    "CheckRunnerSettings",
+    "ChecksSettings",
+    "InventorySettings",
+    "MonitorSettings",
+    "ReporterSettings",
+    "read_config_file",
+]
