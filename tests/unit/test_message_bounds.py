@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from rollout_common import envelope
 from rollout_common.check_results import CheckResult
-from rollout_common.commands import StageAdvance, StageTransition
+from rollout_common.commands import CheckSeries, StageAdvance, StageTransition
 from rollout_common.epoch import MAX_FUTURE_SKEW_S
 from rollout_common.errors import InvalidInputError
 from rollout_common.events import (
@@ -192,3 +192,14 @@ def test_chk2_bus7_the_planner_takes_check_results_and_refuses_one_far_ahead() -
     assert isinstance(decoded, CheckResult) and (decoded.check, decoded.observed_at) == ("errors", WALL)
     with pytest.raises(InvalidInputError, match=r"^invalid CheckResult: observedAt is 31 s ahead of the planner"):
         intake.decode(_check_result(WALL + 31), now=WALL)
+
+
+@pytest.mark.parametrize(
+    ("since", "interval", "field"),
+    [(1e38, 60.0, "since"), (-5.0, 60.0, "since"), (1e9, 1e308, "interval"), (1e9, float("inf"), "interval")],
+)
+def test_chk2_a_check_series_time_is_bounded_like_every_event_time(since: float, interval: float, field: str) -> None:
+    """The check runner reads series from the progress topic: an infinite, negative or far-future
+    time is refused there, naming the field, as on every other topic (BUS-4)."""
+    with pytest.raises(ValueError, match=field):
+        CheckSeries(rollout_id="r", stage="s", check="c", running=True, since=since, interval=interval)

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from rollout_common.epoch import LATEST_EPOCH, EpochSeconds
 from rollout_common.gates import GatePosition
 from rollout_common.status import RolloutState, StageState, Track
 from rollout_common.version import VersionText
@@ -108,8 +109,12 @@ class CheckSeries(_Command):
     stage: str = Field(min_length=1)
     check: str = Field(min_length=1)
     running: StrictBool
-    since: float = Field(description="epoch seconds when the series started (its first evaluation)")
-    interval: float = Field(gt=0, description="seconds between two evaluations of the series")
+    # bounded like every event time: the check runner reads these from the progress topic, which any
+    # client with a grant can write to, and an infinite or far-future time must not stall it
+    since: EpochSeconds = Field(description="epoch seconds when the series started (its first evaluation)")
+    interval: float = Field(
+        gt=0, le=LATEST_EPOCH, allow_inf_nan=False, description="seconds between two evaluations of the series"
+    )
 
 
 class WakeAt(_Command):
