@@ -212,3 +212,21 @@ def test_chk_2_status_reads_the_check_views_the_engine_writes(capsys: pytest.Cap
         "prod errors main-1 failed with 0.05 at 2026-01-05 passes when result < 0.01 failed 2 in a row (limit 1),",
         "01:10 UTC inconclusive 0 (limit 2)",
     ]
+
+
+def test_chk_2_stat_5_a_track_a_check_halted_says_so_and_no_wake_up_promises_a_forced_soak(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """CHK-2: both tracks of prod are PAUSED with CHECK_FAILED at 1h30m. The waits say why and what
+    ends it (a resume), instead of "Nothing is waiting"; the 30-day deadline wakes nothing for a
+    halted run, so no next wake-up says it will soak anyway."""
+    scenario = SCENARIOS / "chk2-check-failed-halts-then-resume-soaks-again.yaml"
+    lines = _status_at(capsys, scenario, "1h30m")
+    assert "Nothing is waiting on a gate right now." not in lines
+    at = lines.index("waiting: stage/track rule why")
+    assert lines[at + 2 : at + 5] == [
+        "prod/controlPlane CHK-2 halted (CHECK_FAILED): errors failed with 0.05, passes when result < 0.01; running",
+        "upgrades finish, nothing more is handed out or qualified until the rollout is resumed",
+        "(OPS-1)",
+    ]
+    assert not [line for line in lines if line.startswith("next wake-up")]

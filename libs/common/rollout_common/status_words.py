@@ -85,9 +85,35 @@ def wait_lines(doc: Doc) -> list[tuple[str, Mapping[str, Any]]]:
     for stage in doc["stages"]:
         for name in TRACK_NAMES:
             track = stage["tracks"][name]
-            waits = list(track["waits"]) or _failure_hold(track)
+            waits = list(track["waits"]) or _failure_hold(track) or _halt_hold(stage, track)
             out += [(f"{stage['name']}/{name}", wait) for wait in waits]
     return out
+
+
+_HALTS = ("CHECK_FAILED", "CHECK_INCONCLUSIVE")
+
+
+def _halt_hold(stage: Mapping[str, Any], track: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A track a metric check halted waits for a resume, not for a batch slot: the engine records no
+    batch wait for it, yet "why is this stage not moving?" has this answer (CHK-2, STAT-5)."""
+    reason = track.get("reason")
+    if track["state"] != "PAUSED" or reason not in _HALTS:
+        return []
+    outcome = "failed" if reason == "CHECK_FAILED" else "inconclusive"
+    checks = [
+        f"{c['check']} {outcome} with {c.get('value')}, passes when {c.get('successCondition')}"
+        for c in stage.get("checks", ())
+        if c.get("rollout") == track.get("rollout") and c.get("outcome") == outcome
+    ]
+    named = "; ".join(checks) or "a metric check"
+    return [
+        {
+            "rule": "CHK-2",
+            "clusters": (),
+            "message": f"halted ({reason}): {named}; running upgrades finish, nothing more is handed out or "
+            "qualified until the rollout is resumed (OPS-1)",
+        }
+    ]
 
 
 def _failure_hold(track: Mapping[str, Any]) -> list[dict[str, Any]]:

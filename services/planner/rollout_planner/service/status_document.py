@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from rollout_common.status import TRACKS
 from rollout_common.version import Version
 from rollout_planner.engine.gates.budgets import budget_end
+from rollout_planner.engine.gates.checks import halted
 from rollout_planner.engine.gates.start_windows import held_by_window
 from rollout_planner.engine.model import NO_PAIR, TRACK_INDEXES, ClusterRec, EngineState, RolloutRec, Timer
 from rollout_planner.engine.views import stage_view
@@ -120,7 +121,8 @@ def _live(state: EngineState, timer: Timer) -> bool:
         return run.soaking and run.soak_end == timer.at
     if timer.kind == "window":
         return held_by_window(run)
-    return timer.kind == "deadline" and run.active
+    # a run a check halted is not forced to soak at its deadline (CHK-2): only a resume moves it
+    return timer.kind == "deadline" and run.active and not halted(run)
 
 
 def attention(state: EngineState) -> dict[str, Any]:
