@@ -177,7 +177,8 @@ async def test_seq7_a_change_removing_an_active_stage_is_refused_and_not_stored(
     code, out, err = await _cli(capsys, "apply", str(path), *planned.common)
     assert (code, out) == (1, "")
     assert err.startswith(f"rejected: sequence 'svc' from {path} (4 cluster(s) published to the inventory)")
-    assert await planned.store.get(SEQUENCE_KEY) is None
+    stored = json.loads(await planned.store.get(SEQUENCE_KEY) or b"{}")
+    assert [stage["name"] for stage in stored["stages"]] == ["canary", "prod"]  # the one in force, not the refused
 
 
 async def test_seq7_a_changed_soak_is_applied_acknowledged_and_stored(
@@ -189,6 +190,23 @@ async def test_seq7_a_changed_soak_is_applied_acknowledged_and_stored(
     assert out.startswith(f"accepted: sequence 'svc' from {path}")
     stored = json.loads(await planned.store.get(SEQUENCE_KEY) or b"{}")
     assert stored["stages"][0]["soak"] == 2 * 86400
+
+
+async def test_chk2_seq7_a_change_from_the_operator_topic_alone_is_stored_for_the_check_runner(
+    planned: System, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sequence change published without `rollout apply` storing it (`--no-wait` here; the
+    Kubernetes bridge does the same): the planner stores the sequence it accepted, where the check
+    runner reads each check's query and conditions, and a planner without a snapshot starts from."""
+    path = _fleet_file(tmp_path, [{**_CANARY, "soak": "3d"}, {**_PROD, "upstream": "canary"}])
+    code, _, err = await _cli(capsys, "apply", str(path), "--no-wait", *planned.common)
+    assert (code, err) == (0, "")
+    async with asyncio.timeout(60):
+        while True:  # until the planner has taken the change and written the batch that took it
+            stored = json.loads(await planned.store.get(SEQUENCE_KEY) or b"{}")
+            if stored.get("stages", [{}])[0].get("soak") == 3 * 86400:
+                break
+            await asyncio.sleep(0.1)
 
 
 class FailingOnce:

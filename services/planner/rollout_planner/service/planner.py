@@ -28,11 +28,12 @@ from rollout_common.commands import Command
 from rollout_common.errors import PermanentError, TransientError
 from rollout_common.events import Event, EventBatch, WakeUp
 from rollout_common.ports import Bus, Consumer, Record, Store
+from rollout_common.sequence import Sequence as SequenceSpec
 from rollout_common.topics import ALL
 from rollout_planner.engine import EngineState
 from rollout_planner.engine import decide as engine_decide
 from rollout_planner.service.batch_decision import BatchDecision, Taken, follow_timer, log_commands
-from rollout_planner.service.checkpoint import STATUS_KEY, Checkpoint
+from rollout_planner.service.checkpoint import SEQUENCE_KEY, STATUS_KEY, Checkpoint
 from rollout_planner.service.clock import Clock
 from rollout_planner.service.durable_state import DurableState
 from rollout_planner.service.intake import INPUT_TOPICS, Intake, in_decision_order
@@ -118,6 +119,7 @@ class Planner:
         self._publish_path = PublishPath(bus=self._bus, lease=self.lease, retrier=self._retrier)
         self._status = StatusWriter(interval_s=self._settings.status_interval_s, metrics=self.metrics)
         self._prefetched: Taken | None = None  # the next poll, decoded while a batch was written
+        self._stored_sequence: SequenceSpec | None = None  # written with the term's first batch, then on a change
 
     @property
     def state(self) -> EngineState:
@@ -357,7 +359,14 @@ class Planner:
     async def _persist(self, events: list[Event], *, now: float) -> None:
         """The batch's journal entry and checkpoint in one atomic write: the decision is durable."""
         items = self._durable.journal_items(self.checkpoint, events, now=now)
+        sequence = self.state.sequence
+        if sequence is not self._stored_sequence:
+            # The sequence in force, where the check runner reads each check's query and conditions
+            # (and a planner without a snapshot starts from): a change that came from the operator
+            # topic or the Kubernetes bridge, not from `rollout apply`, is stored too (CHK-2, SEQ-7).
+            items[SEQUENCE_KEY] = sequence.model_dump_json(by_alias=True).encode()
         await self._durable.write(items, doing="persist the batch")
+        self._stored_sequence = sequence
         self.metrics.last_batch.set(self.checkpoint.batch)
 
     async def _flush_outbox(self, *, urgent: bool = False) -> None:
