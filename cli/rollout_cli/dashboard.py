@@ -464,6 +464,15 @@ class ProgressModel:
             self._rollout(body)["state"] = body["state"]
             self._rollout(body)["reason"] = body.get("reason")
 
+    def take_checks(self, stored: Mapping[str, Any] | None) -> None:
+        """Each stage's metric checks (CHK-2) from a newer stored status: check results do not travel
+        on the progress topic, so a watch takes their latest values from the planner's status."""
+        if not stored:
+            return
+        for stage in stored.get("stages", ()):
+            if stage.get("checks"):
+                self._stage(stage["name"])["checks"] = copy.deepcopy(list(stage["checks"]))
+
     def _stage(self, name: str) -> dict[str, Any]:
         for existing in self.doc["stages"]:
             if existing["name"] == name:

@@ -10,6 +10,8 @@ import sys
 import time
 import uuid
 from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any
 
 from rich.console import Console
@@ -28,6 +30,10 @@ from rollout_common.ports import Consumer, Record
 from rollout_common.topics.catalog import PROGRESS
 
 _RECENT_EVENTS = 6
+# how often the live screen takes the metric checks' latest values from the stored status (CHK-2):
+# check results do not travel on the progress topic; a slow or absent Redis leaves the last values
+CHECKS_REFRESH_S = 5.0
+_STORED_WAIT_S = 2.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -68,7 +74,14 @@ async def _watch(args: argparse.Namespace) -> int:
             if model is None:
                 await _watch_plain(consumer, first, count=args.count)
             else:
-                await _watch_live(consumer, first, model, count=args.count, title=f"rollout watch · {topic}")
+                await _watch_live(
+                    consumer,
+                    first,
+                    model,
+                    count=args.count,
+                    title=f"rollout watch · {topic}",
+                    stored=partial(status_if_any, args),
+                )
     finally:
         await ctrl_c.closed(bus.close())
     return 0
@@ -86,7 +99,13 @@ async def _watch_plain(consumer: Consumer, first: list[Record], *, count: int | 
 
 
 async def _watch_live(
-    consumer: Consumer, first: list[Record], model: ProgressModel, *, count: int | None, title: str
+    consumer: Consumer,
+    first: list[Record],
+    model: ProgressModel,
+    *,
+    count: int | None,
+    title: str,
+    stored: Callable[[], Awaitable[Mapping[str, Any] | None]],
 ) -> None:
     recent: deque[str] = deque(maxlen=_RECENT_EVENTS)
     console = Console()
@@ -97,8 +116,13 @@ async def _watch_live(
         return status_view(model.doc, clock=clock, title=title, recent=list(recent), footer=footer)
 
     seen, records = 0, first
+    checks_read = time.monotonic()
     with Live(screen(), console=console, auto_refresh=False) as live:
         while True:
+            if time.monotonic() - checks_read >= CHECKS_REFRESH_S:
+                model.take_checks(await _bounded(stored))
+                checks_read = time.monotonic()
+                live.update(screen(), refresh=True)
             for record in records:
                 recent.append(_apply_event(model, record))
                 seen += 1
@@ -108,6 +132,13 @@ async def _watch_live(
             if records:
                 live.update(screen(), refresh=True)
             records = await consumer.poll(max_records=100, timeout_s=1.0)
+
+
+async def _bounded(stored: Callable[[], Awaitable[Mapping[str, Any] | None]]) -> Mapping[str, Any] | None:
+    try:
+        return await asyncio.wait_for(stored(), _STORED_WAIT_S)
+    except TimeoutError:
+        return None
 
 
 def _apply_event(model: ProgressModel, record: Record) -> str:

@@ -230,3 +230,26 @@ def test_chk_2_stat_5_a_track_a_check_halted_says_so_and_no_wake_up_promises_a_f
         "(OPS-1)",
     ]
     assert not [line for line in lines if line.startswith("next wake-up")]
+
+
+def test_chk_2_watch_takes_the_checks_latest_values_from_the_stored_status() -> None:
+    """CHK-2 on `rollout watch`: check results do not travel on the progress topic, so the screen
+    built from progress events alone has no check table; the stored status the watch reads every
+    few seconds brings each check's latest value against its condition."""
+    scenario = SCENARIOS / "chk2-check-failed-halts-then-resume-soaks-again.yaml"
+    model = ProgressModel(None, now=0.0)
+    sim = _simulated(scenario, until=90 * 60, model=model)
+    assert not [line for line in _screen(model) if line.startswith("prod errors")]
+    model.take_checks(status_document(sim))
+    lines = _screen(model)
+    at = lines.index("metric check rollout latest result condition in a row")
+    assert lines[at + 2] == (
+        "prod errors main-1 failed with 0.05 at 2026-01-05 01:10 UTC passes when result < 0.01 failed 2 in a row "
+        "(limit 1), inconclusive 0 (limit 2)"
+    )
+
+
+def _screen(model: ProgressModel) -> list[str]:
+    console = Console(file=io.StringIO(), width=200)
+    console.print(status_view(model.doc, clock=model.doc["now"], title="watch"))
+    return _lines(console.file.getvalue())  # type: ignore[attr-defined]
