@@ -119,7 +119,7 @@ soak-health: venv infra-fetch  ## HEALTH_RATE heartbeats/s for HEALTH_SECONDS th
 SOAK_SECONDS ?= 600
 .PHONY: soak
 soak: venv infra-fetch  ## the readiness soak at 100,000 clusters for SOAK_SECONDS (CI runs 60 s)
-	ROLLOUT_SOAK_SECONDS=$(SOAK_SECONDS) ROLLOUT_SOAK_REPORT=soak-report.json $(BIN)/pytest -q -s tests/load
+	ROLLOUT_SOAK_SECONDS=$(SOAK_SECONDS) ROLLOUT_SOAK_REPORT=soak-report.json $(BIN)/pytest -q -s tests/load/test_readiness_soak.py
 
 ## generated scenarios through the audit, a restarted twin and the shared checker (any line of it
 ## fails a seed); each failing seed is shrunk to a scenario under build/fuzz/ (the fixed first 300

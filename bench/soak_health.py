@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import datetime as dt
 import json
 import tempfile
 import time
@@ -62,6 +63,7 @@ WARM_UP_TIMEOUT_S = 900.0
 START_TIMEOUT_S = 180.0
 DRAIN_TIMEOUT_S = 180.0
 LIMIT_READINESS_P99_S = 2.0  # issue 21's limit at 10,000 heartbeats/s
+LIMIT_RATE = 10_000.0
 
 
 @dataclass
@@ -90,6 +92,7 @@ class SoakHealthResult:
     interval_s: float
     workers: int
     partitions: int
+    flip_every: int
     produced: int
     produced_rate: float
     readiness_changes_sent: int
@@ -433,6 +436,7 @@ async def run_async(
         interval_s=interval_s,
         workers=workers,
         partitions=partitions,
+        flip_every=flip_every,
         produced=tracker.sent,
         produced_rate=round(tracker.sent / took_s, 1),
         readiness_changes_sent=tracker.flips_sent,
@@ -506,6 +510,85 @@ def table(result: SoakHealthResult) -> str:
     return "\n".join(lines)
 
 
+SECTION_TITLE = "## Sustained run through the health services (issue 21, item 5)"
+_PAGE_ANCHORS = ("## Missed targets: where the time and memory go", "## Closing note")
+
+
+def section(result: SoakHealthResult, *, when: str) -> list[str]:
+    """The page section of one run: its figures beside the limit, and where the CPU went."""
+    cores = {role: cpu / result.seconds for role, cpu in result.cpu_s.items()}
+    per_beat_us = {role: cpu / max(result.produced, 1) * 1e6 for role, cpu in result.cpu_s.items()}
+    at_target = sum(per_beat_us.values()) * LIMIT_RATE / 1e6
+    met = result.readiness_lag.p99_s <= LIMIT_READINESS_P99_S and result.false_stale == 0
+    held = result.produced_rate >= 0.95 * LIMIT_RATE
+    rows = [
+        f"| {name} | {lag.count:,} | {lag.p50_s:.3f} | {lag.p99_s:.3f} | {lag.max_s:.3f} |"
+        for name, lag in (
+            ("heartbeat (produced -> committed by the monitors)", result.heartbeat_lag),
+            ("readiness (changing heartbeat -> readiness record)", result.readiness_lag),
+            ("decision (readiness record -> committed by the planner)", result.decision_lag),
+        )
+    ]
+    return [
+        SECTION_TITLE,
+        "",
+        f"`make soak-health HEALTH_RATE={result.target_rate:g} HEALTH_SECONDS={result.seconds:g} "
+        f"HEALTH_WORKERS={result.workers}` ({when}; load {result.load}): reporters' heartbeats at "
+        f"{result.produced_rate:,.0f}/s for {result.seconds:g} s ({result.clusters:,} clusters, each every "
+        f"{result.interval_s:g} s; one heartbeat in {result.flip_every} a "
+        f"readiness change) through {result.workers} `rollout_health monitor` processes "
+        f"({result.partitions} heartbeat partitions) to the planner, whose rollout was in progress "
+        f"({result.stage_advances} stage-advances). `python -m bench.soak_health` says how each lag is taken.",
+        "",
+        "| lag | count | p50 s | p99 s | max s |",
+        "|---|---:|---:|---:|---:|",
+        *rows,
+        "",
+        f"- Readiness changes: {result.readiness_changes_seen:,} of {result.readiness_changes_sent:,} arrived; "
+        f"stale marks {result.stale_marks}, of them false (the cluster was beating) **{result.false_stale}**.",
+        f"- Limit (10,000 heartbeats/s for 5 min: readiness lag p99 <= {LIMIT_READINESS_P99_S:g} s, 0 false "
+        f"stale): {'met' if met and held else 'not met'}"
+        + (
+            "."
+            if held
+            else f": this run was at {result.produced_rate:,.0f}/s, not {LIMIT_RATE:,.0f}/s (the limit stays)."
+        ),
+        "- Where the CPU went over the run: "
+        + ", ".join(
+            f"{role} {result.cpu_s[role]:.1f} s ({cores[role]:.2f} cores, {per_beat_us[role]:.0f} µs per heartbeat)"
+            for role in result.cpu_s
+        )
+        + " (each process's idle cost included)"
+        + f". At {LIMIT_RATE:,.0f}/s the same work needs about {at_target:.1f} cores, against the 2 this "
+        "machine shares with other work.",
+        "",
+    ]
+
+
+def place(page: str, lines: list[str]) -> str:
+    """`page` with its sustained-run section replaced by `lines`, or `lines` put before the notes."""
+    text = page.splitlines()
+    if SECTION_TITLE in text:
+        first = text.index(SECTION_TITLE)
+        end = next((i for i in range(first + 1, len(text)) if text[i].startswith("## ")), len(text))
+        text[first:end] = lines
+    else:
+        at = next((text.index(anchor) for anchor in _PAGE_ANCHORS if anchor in text), len(text))
+        text[at:at] = lines
+    return "\n".join(text) + "\n"
+
+
+def carry_over(old_page: str, new_page: str) -> str:
+    """`new_page` with the sustained-run section of `old_page`, if it had one: `make bench` does not
+    run it (5 minutes of the machine's whole CPU), so a page it rewrites keeps the last run's."""
+    old = old_page.splitlines()
+    if SECTION_TITLE not in old:
+        return new_page
+    first = old.index(SECTION_TITLE)
+    end = next((i for i in range(first + 1, len(old)) if old[i].startswith("## ")), len(old))
+    return place(new_page, old[first:end])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=10_000.0, help="heartbeats per second")
@@ -517,7 +600,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bootstrap", default=None)
     parser.add_argument("--redis-url", default=None)
     parser.add_argument("--json", action="store_true", help="the JSON only, without the table")
+    parser.add_argument("--page", type=Path, default=None, help="put the run's section into this page")
+    parser.add_argument("--from-json", type=Path, default=None, help="render an earlier run's JSON instead")
     args = parser.parse_args(argv)
+    if args.from_json is not None:
+        raw = json.loads(args.from_json.read_text().strip().splitlines()[0])
+        lags = {name: Lag(**raw.pop(name)) for name in ("heartbeat_lag", "readiness_lag", "decision_lag")}
+        earlier = SoakHealthResult(**raw, **lags)
+        print(table(earlier))
+        if args.page is not None:
+            when = dt.datetime.fromtimestamp(args.from_json.stat().st_mtime, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+            args.page.write_text(place(args.page.read_text(), section(earlier, when=when)))
+        return
     result = run(
         rate=args.rate,
         seconds=args.seconds,
@@ -531,6 +625,9 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps(asdict(result)))
     if not args.json:
         print(table(result))
+    if args.page is not None:
+        when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        args.page.write_text(place(args.page.read_text(), section(result, when=when)))
 
 
 if __name__ == "__main__":
