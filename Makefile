@@ -114,7 +114,7 @@ HEALTH_SECONDS ?= 300
 HEALTH_WORKERS ?= 4
 .PHONY: soak-health
 soak-health: venv infra-fetch  ## HEALTH_RATE heartbeats/s for HEALTH_SECONDS through the real health monitors and planner
-	nice -n 10 $(PY) -m bench.soak_health --rate $(HEALTH_RATE) --seconds $(HEALTH_SECONDS) --workers $(HEALTH_WORKERS)
+	nice -n 10 $(PY) -m bench.soak_health --rate $(HEALTH_RATE) --seconds $(HEALTH_SECONDS) --workers $(HEALTH_WORKERS) --page docs/benchmarks.md
 
 SOAK_SECONDS ?= 600
 .PHONY: soak
