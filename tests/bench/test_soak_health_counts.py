@@ -19,6 +19,7 @@ def test_a_stale_mark_of_a_cluster_beating_within_the_limit_is_false() -> None:
     _readiness_record(
         tracker, {"cluster": "h-0000001", "ready": False, "reason": "stale: no heartbeat for 95 s"}, 0, 7, 1_010_000
     )
+    assert (tracker.stale_marks, tracker.false_stale) == (1, 1)
     # silent for 110 s: a true stale mark
     _readiness_record(
         tracker, {"cluster": "h-0000002", "ready": False, "reason": "stale: no heartbeat for 110 s"}, 1, 3, 1_010_000
