@@ -556,7 +556,7 @@ def section(result: SoakHealthResult, *, when: str) -> list[str]:
         *rows,
         "",
         f"- Readiness changes: {result.readiness_changes_seen:,} of {result.readiness_changes_sent:,} arrived; "
-        f"stale marks {result.stale_marks}, of them false (the cluster was beating) **{result.false_stale}**; "
+        f"stale marks {result.stale_marks:,}, of them false (the cluster was beating) **{result.false_stale:,}**; "
         f"after a drain of {result.drain_s:g} s, {result.heartbeats_uncommitted:,} heartbeats were not yet "
         f"committed and {result.readiness_undecided:,} readiness records not yet decided.",
         f"- Limit (10,000 heartbeats/s for 5 min: readiness lag p99 <= {LIMIT_READINESS_P99_S:g} s, 0 false "
