@@ -515,7 +515,9 @@ def table(result: SoakHealthResult) -> str:
     verdict = "met" if result.readiness_lag.p99_s <= LIMIT_READINESS_P99_S and result.false_stale == 0 else "MISSED"
     lines.append(
         f"false stale {result.false_stale} (of {result.stale_marks} stale marks); readiness changes "
-        f"{result.readiness_changes_seen}/{result.readiness_changes_sent}; readiness p99 limit "
+        f"{result.readiness_changes_seen}/{result.readiness_changes_sent}; left behind: "
+        f"{result.heartbeats_uncommitted} heartbeats, {result.readiness_undecided} readiness; warm-up "
+        f"{result.warm_up_s:g} s, drain {result.drain_s:g} s; readiness p99 limit "
         f"{LIMIT_READINESS_P99_S:g} s: {verdict}; CPU s {result.cpu_s}; load {result.load}"
     )
     return "\n".join(lines)

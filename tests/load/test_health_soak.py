@@ -66,9 +66,10 @@ async def test_health_path_holds_a_sustained_heartbeat_rate_with_no_false_stale(
     assert result.clusters == int(RATE * INTERVAL_S)
     assert result.readiness_changes_sent == result.produced // FLIP_EVERY
     assert result.produced >= 0.99 * sent
-    assert result.readiness_changes_seen == result.readiness_changes_sent
-    assert result.heartbeats_uncommitted == 0
-    assert result.readiness_undecided == 0
+    # what was left behind first: it says which side stalled when a change is missing
+    assert result.heartbeats_uncommitted == 0, table(result)
+    assert result.readiness_undecided == 0, table(result)
+    assert result.readiness_changes_seen == result.readiness_changes_sent, table(result)
     assert result.readiness_lag.count == result.readiness_changes_sent
     assert result.stale_marks == 0
     assert result.false_stale == 0
