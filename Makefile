@@ -110,10 +110,19 @@ chaos: venv infra-fetch  ## SIGKILLs, restarts, inventory changes and bad record
 failover: venv infra-fetch
 	$(BIN)/pytest -q -m failover_e2e tests/failover
 
+## the health path under a sustained heartbeat rate: reporters' heartbeats -> HEALTH_WORKERS monitor
+## processes -> the planner with a rollout in progress; lags p50/p99/max and false stale marks
+HEALTH_RATE ?= 10000
+HEALTH_SECONDS ?= 300
+HEALTH_WORKERS ?= 4
+.PHONY: soak-health
+soak-health: venv infra-fetch  ## HEALTH_RATE heartbeats/s for HEALTH_SECONDS through the real health monitors and planner
+	nice -n 10 $(PY) -m bench.soak_health --rate $(HEALTH_RATE) --seconds $(HEALTH_SECONDS) --workers $(HEALTH_WORKERS) --page docs/benchmarks.md
+
 SOAK_SECONDS ?= 600
 .PHONY: soak
 soak: venv infra-fetch  ## the readiness soak at 100,000 clusters for SOAK_SECONDS (CI runs 60 s)
-	ROLLOUT_SOAK_SECONDS=$(SOAK_SECONDS) ROLLOUT_SOAK_REPORT=soak-report.json $(BIN)/pytest -q -s tests/load
+	ROLLOUT_SOAK_SECONDS=$(SOAK_SECONDS) ROLLOUT_SOAK_REPORT=soak-report.json $(BIN)/pytest -q -s tests/load/test_readiness_soak.py
 
 ## generated scenarios through the audit, a restarted twin and the shared checker (any line of it
 ## fails a seed); each failing seed is shrunk to a scenario under build/fuzz/ (the fixed first 300

@@ -1,0 +1,650 @@
+"""A sustained run through the real health path: heartbeats -> monitor workers -> planner, with a rollout on.
+
+N `python -m rollout_health monitor` processes share the heartbeats topic; one planner
+(`python -m rollout_planner.service`, its fleet from a scenario file of `rate x interval` clusters)
+has a rollout in progress. This process stands in for the fleet's reporters: every cluster beats
+once per `--interval` seconds (round robin), so the topic carries `--rate` heartbeats a second
+for `--seconds`. One heartbeat in `--flip-every` says the opposite of its cluster's last one, so
+the monitors turn it into a readiness change; every other heartbeat changes nothing.
+
+Before the clock starts every cluster's first heartbeat is sent and turned into readiness, and
+the release target starts the rollout (its first stage-advance is awaited): the run measures a
+fleet that is already known, at rest but for the flips. The monitors republish nothing
+(`republish_interval_s` 0), so every readiness record is a change or a stale mark.
+
+Figures, each p50 / p99 / max in seconds:
+
+- heartbeat lag: a heartbeat's production to the monitors' group committing past it. Sampled
+  every `SAMPLE_EVERY_S` as the age of the oldest heartbeat not yet committed; faust commits on a
+  timer (about 2.8 s), so this is an upper bound of when a monitor took the heartbeat in.
+- readiness lag: a flipping heartbeat's production to its readiness record (the record's
+  timestamp, set by the monitor's producer on this machine's clock).
+- decision lag: a readiness record to the planner's group committing past it, which it does only
+  after deciding on it and persisting the decision (BUS-6); sampled every `SAMPLE_EVERY_S`.
+
+False stale: stale marks ("stale: ...") of a cluster whose last heartbeat was produced less than
+the staleness limit before the mark. Every cluster beats every `--interval` seconds, well within
+the limit, so any stale mark during the run is a false one; the limit is 0.
+
+    python -m bench.soak_health --rate 10000 --seconds 300 --workers 4 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import datetime as dt
+import json
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from bench.health_scaling import APP_ID, _tree_cpu_s
+from bench.kafka_common import Services, enveloped, fresh_prefix, group_stable, infrastructure, load_average, percentile
+from rollout_adapters.kafka_bus import KafkaBus
+from rollout_common.events import ReleaseTarget
+from rollout_common.heartbeat import Heartbeat
+from rollout_common.topics import ALL
+from rollout_common.topics.catalog import HEARTBEATS, READINESS, RELEASE_TARGETS, STAGE_ADVANCE
+
+OLD = "1.30.5-gke.1000"
+NEW = "1.31.13-gke.1023000"
+STALENESS_LIMIT_S = 90.0  # the monitor's default
+SAMPLE_EVERY_S = 0.2
+TICK_S = 0.02  # the producer tops up its budget this often
+WARM_UP_TIMEOUT_S = 900.0
+START_TIMEOUT_S = 180.0
+DRAIN_TIMEOUT_S = 180.0
+LIMIT_READINESS_P99_S = 2.0  # issue 21's limit at 10,000 heartbeats/s
+LIMIT_RATE = 10_000.0
+LIMIT_MONITOR_AT_REST_US = 50.0  # issue 21: monitor CPU per heartbeat that changes nothing
+
+
+@dataclass
+class Lag:
+    count: int
+    p50_s: float
+    p99_s: float
+    max_s: float
+
+    @staticmethod
+    def of(values: list[float]) -> Lag:
+        ordered = sorted(values)
+        return Lag(
+            count=len(ordered),
+            p50_s=round(percentile(ordered, 0.50), 3),
+            p99_s=round(percentile(ordered, 0.99), 3),
+            max_s=round(ordered[-1], 3) if ordered else float("nan"),
+        )
+
+
+@dataclass
+class SoakHealthResult:
+    target_rate: float
+    seconds: float
+    clusters: int
+    interval_s: float
+    workers: int
+    partitions: int
+    flip_every: int
+    produced: int
+    produced_rate: float
+    readiness_changes_sent: int
+    readiness_changes_seen: int
+    stale_marks: int
+    false_stale: int
+    # after the drain (DRAIN_TIMEOUT_S at most): what never arrived, so lags of a run that fell
+    # behind are not read as if complete
+    heartbeats_uncommitted: int
+    readiness_undecided: int
+    heartbeat_lag: Lag
+    readiness_lag: Lag
+    decision_lag: Lag
+    stage_advances: int
+    cpu_s: dict[str, float]
+    warm_up_s: float
+    drain_s: float
+    load: str
+
+
+@dataclass
+class _Tracker:
+    """What the measuring tasks share: send times, readiness seen, and the lags found."""
+
+    flips: dict[str, float] = field(default_factory=dict)  # cluster -> when its flip was produced
+    last_beat: dict[str, float] = field(default_factory=dict)  # cluster -> its last heartbeat's production
+    # heartbeats partition -> (offset, produced at) not yet committed by the monitors
+    beats: dict[int, collections.deque[tuple[int, float]]] = field(
+        default_factory=lambda: collections.defaultdict(collections.deque)
+    )
+    # readiness partition -> (offset, record time) not yet committed by the planner
+    readiness: dict[int, collections.deque[tuple[int, float]]] = field(
+        default_factory=lambda: collections.defaultdict(collections.deque)
+    )
+    heartbeat_lags: list[float] = field(default_factory=list)
+    readiness_lags: list[float] = field(default_factory=list)
+    decision_lags: list[float] = field(default_factory=list)
+    changes_seen: int = 0
+    stale_marks: int = 0
+    false_stale: int = 0
+    sent: int = 0
+    flips_sent: int = 0
+
+
+def cluster_name(i: int) -> str:
+    return f"h-{i:07d}"
+
+
+def scenario(clusters: int) -> dict[str, Any]:
+    return {
+        "name": "soak-health",
+        "generate": [{"count": clusters, "name": "h-{i:07d}", "labels": {"env": "prod"}, "version": OLD}],
+        "sequence": {
+            "name": "soak-health",
+            "channel": "regular",
+            "stages": [
+                {
+                    "name": "prod",
+                    "clusterSelector": {"matchLabels": {"env": "prod"}},
+                    "soak": "1h",
+                    "rolloutStrategy": {"maxNew": 50, "maxUnavailable": "10%"},
+                }
+            ],
+        },
+    }
+
+
+def _heartbeat(cluster: str, *, ready: bool, event_id: str) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+    beat = Heartbeat(cluster=cluster, ready=ready, observed_at=time.time(), reporter="soak")
+    key, value, headers = enveloped(beat, event_id=event_id, key=cluster, source="soak")
+    return key, value, list(headers.items())
+
+
+async def _produce(
+    producer: AIOKafkaProducer,
+    topic: str,
+    tracker: _Tracker,
+    *,
+    clusters: int,
+    rate: float,
+    seconds: float,
+    flip_every: int,
+) -> float:
+    """Heartbeats at `rate` for `seconds`, round robin over the fleet; returns the seconds taken."""
+    ready = [True] * clusters
+    pending: list[asyncio.Future[Any]] = []
+    started = time.monotonic()
+
+    def sent_at(at: float) -> Any:
+        def record(future: asyncio.Future[Any]) -> None:
+            if not future.cancelled() and future.exception() is None:
+                meta = future.result()
+                tracker.beats[meta.partition].append((meta.offset, at))
+
+        return record
+
+    while (elapsed := time.monotonic() - started) < seconds:
+        for _ in range(int(elapsed * rate) - tracker.sent):
+            index = tracker.sent % clusters
+            name = cluster_name(index)
+            tracker.sent += 1
+            flip = tracker.sent % flip_every == 0
+            if flip:
+                ready[index] = not ready[index]
+            key, value, headers = _heartbeat(name, ready=ready[index], event_id=f"soak-{tracker.sent}")
+            at = time.time()
+            if flip:
+                tracker.flips[name] = at
+                tracker.flips_sent += 1
+            tracker.last_beat[name] = at
+            future = await producer.send(topic, value, key=key, headers=headers)
+            future.add_done_callback(sent_at(at))
+            pending.append(future)
+        if len(pending) > 20_000:
+            await asyncio.gather(*pending)
+            pending.clear()
+        await asyncio.sleep(TICK_S)
+    await asyncio.gather(*pending)
+    return time.monotonic() - started
+
+
+async def _read_readiness(bootstrap: str, topic: str, tracker: _Tracker, *, from_offsets: dict[int, int]) -> None:
+    """Readiness records from `from_offsets` on, until cancelled: their lags and stale marks."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        parts = [TopicPartition(topic, p) for p in from_offsets]
+        consumer.assign(parts)
+        for tp in parts:
+            consumer.seek(tp, from_offsets[tp.partition])
+        while True:
+            for tp, records in (await consumer.getmany(timeout_ms=200, max_records=5000)).items():
+                for record in records:
+                    _readiness_record(tracker, json.loads(record.value), tp.partition, record.offset, record.timestamp)
+    finally:
+        await consumer.stop()
+
+
+def _readiness_record(tracker: _Tracker, body: dict[str, Any], partition: int, offset: int, timestamp_ms: int) -> None:
+    at = timestamp_ms / 1000
+    tracker.readiness[partition].append((offset, at))
+    cluster = body["cluster"]
+    if (body.get("reason") or "").startswith("stale"):
+        tracker.stale_marks += 1
+        if at - tracker.last_beat.get(cluster, float("-inf")) < STALENESS_LIMIT_S:
+            tracker.false_stale += 1
+        return
+    flipped = tracker.flips.pop(cluster, None)
+    if flipped is not None:
+        tracker.changes_seen += 1
+        tracker.readiness_lags.append(at - flipped)
+
+
+async def _committed(admin: AIOKafkaAdminClient, group: str, topic: str) -> dict[int, int]:
+    offsets = await admin.list_consumer_group_offsets(group)
+    return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic and meta.offset >= 0}
+
+
+async def _sample_commits(bootstrap: str, prefix: str, tracker: _Tracker) -> None:
+    """Every `SAMPLE_EVERY_S` until cancelled: the monitors' and the planner's committed offsets."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        while True:
+            monitors = await _committed(admin, prefix + APP_ID, prefix + HEARTBEATS.name)
+            planner = await _committed(admin, prefix + "planner", prefix + READINESS.name)
+            now = time.time()
+            for partition, beats in tracker.beats.items():
+                while beats and beats[0][0] < monitors.get(partition, 0):
+                    beats.popleft()
+                tracker.heartbeat_lags.append(now - beats[0][1] if beats else 0.0)
+            for partition, records in tracker.readiness.items():
+                while records and records[0][0] < planner.get(partition, 0):
+                    tracker.decision_lags.append(now - records.popleft()[1])
+            await asyncio.sleep(SAMPLE_EVERY_S)
+    finally:
+        await admin.close()
+
+
+async def _end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+        return {tp.partition: offset for tp, offset in ends.items()}
+    finally:
+        await consumer.stop()
+
+
+async def _until(condition: Any, *, timeout_s: float, services: Services, what: str) -> None:
+    try:
+        async with asyncio.timeout(timeout_s):
+            while not await condition():
+                services.check()
+                await asyncio.sleep(0.2)
+    except TimeoutError:
+        raise TimeoutError(f"soak-health: {what} not within {timeout_s:.0f} s") from None
+
+
+async def _warm_up(producer: AIOKafkaProducer, bootstrap: str, prefix: str, clusters: int, services: Services) -> None:
+    """Every cluster's first heartbeat, until each one's readiness is on its topic."""
+    topic = prefix + HEARTBEATS.name
+    pending = []
+    for i in range(clusters):
+        key, value, headers = _heartbeat(cluster_name(i), ready=True, event_id=f"soak-first-{i}")
+        pending.append(await producer.send(topic, value, key=key, headers=headers))
+        if len(pending) >= 5000:
+            await asyncio.gather(*pending)
+            pending.clear()
+    await asyncio.gather(*pending)
+
+    async def all_known() -> bool:
+        ends = await _end_offsets(bootstrap, prefix + READINESS.name, READINESS.partitions)
+        return sum(ends.values()) >= clusters
+
+    await _until(all_known, timeout_s=WARM_UP_TIMEOUT_S, services=services, what="every cluster's first readiness")
+
+
+async def _start_rollout(producer: AIOKafkaProducer, bootstrap: str, prefix: str, services: Services) -> None:
+    release = ReleaseTarget(event_id=f"{prefix}release", channel="regular", targets={"1.30": NEW})
+    key, value, headers = enveloped(release, event_id=release.event_id, key="regular", source="platform-team")
+    await producer.send_and_wait(prefix + RELEASE_TARGETS.name, value, key=key, headers=list(headers.items()))
+
+    async def advanced() -> bool:
+        ends = await _end_offsets(bootstrap, prefix + STAGE_ADVANCE.name, STAGE_ADVANCE.partitions)
+        return sum(ends.values()) > 0
+
+    await _until(advanced, timeout_s=START_TIMEOUT_S, services=services, what="the rollout's first stage-advance")
+
+
+def _start_services(services: Services, *, prefix: str, fleet: Path, workers: int, log_dir: Path) -> None:
+    services.start(
+        "planner",
+        ["rollout_planner.service"],
+        {
+            "ROLLOUT_REDIS_NAMESPACE": prefix,
+            "ROLLOUT_PLANNER_GROUP": prefix + "planner",
+            "ROLLOUT_SCENARIO_FILE": str(fleet),
+            "ROLLOUT_HTTP_PORT": "0",
+            "ROLLOUT_POLL_TIMEOUT_S": "0.2",
+        },
+    )
+    for number in range(workers):
+        services.start(
+            f"monitor-{number}",
+            ["rollout_health", "monitor"],
+            {
+                "ROLLOUT_REPUBLISH_INTERVAL_S": "0",  # every readiness record is a change or a stale mark
+                "ROLLOUT_STALENESS_LIMIT_S": str(STALENESS_LIMIT_S),
+                "ROLLOUT_METRICS_PORT": "0",
+                "ROLLOUT_DATA_DIR": str(log_dir / f"monitor-{number}-data"),
+            },
+        )
+
+
+async def run_async(
+    bootstrap: str,
+    redis_url: str,
+    log_dir: Path,
+    *,
+    rate: float,
+    seconds: float,
+    workers: int,
+    interval_s: float = 30.0,
+    flip_every: int = 100,
+    partitions: int = HEARTBEATS.partitions,
+) -> SoakHealthResult:
+    """The sustained run (see the module's docstring) against the given broker and Redis."""
+    load_before = load_average()
+    clusters = int(rate * interval_s)
+    prefix = fresh_prefix("soakhealth")
+    fleet = log_dir / "fleet.yaml"
+    fleet.write_text(yaml.safe_dump(scenario(clusters)))
+    bus = KafkaBus(bootstrap, client_id="soak-setup")
+    try:
+        await bus.ensure_topics(
+            [HEARTBEATS.spec(prefix, partitions=partitions)] + [t.spec(prefix) for t in ALL if t is not HEARTBEATS]
+        )
+    finally:
+        await bus.close()
+    services = Services(
+        log_dir,
+        {
+            "ROLLOUT_KAFKA_BOOTSTRAP": bootstrap,
+            "ROLLOUT_REDIS_URL": redis_url,
+            "ROLLOUT_TOPIC_PREFIX": prefix,
+            "ROLLOUT_TOPIC_PARTITIONS": json.dumps({HEARTBEATS.name: partitions}),
+            "ROLLOUT_LOG_LEVEL": "WARNING",
+        },
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=256 * 1024)
+    tracker = _Tracker()
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        _start_services(services, prefix=prefix, fleet=fleet, workers=workers, log_dir=log_dir)
+        await group_stable(bootstrap, prefix + "planner", 1, timeout_s=START_TIMEOUT_S)
+        await group_stable(bootstrap, prefix + APP_ID, workers, timeout_s=START_TIMEOUT_S)
+        await producer.start()
+        warm_started = time.monotonic()
+        await _warm_up(producer, bootstrap, prefix, clusters, services)
+        await _start_rollout(producer, bootstrap, prefix, services)
+        warm_up_s = time.monotonic() - warm_started
+
+        readiness_from = await _end_offsets(bootstrap, prefix + READINESS.name, READINESS.partitions)
+        tasks.append(
+            asyncio.create_task(
+                _read_readiness(bootstrap, prefix + READINESS.name, tracker, from_offsets=readiness_from)
+            )
+        )
+        tasks.append(asyncio.create_task(_sample_commits(bootstrap, prefix, tracker)))
+        cpu_before = _cpu_by_role(services)
+        took_s = await _produce(
+            producer,
+            prefix + HEARTBEATS.name,
+            tracker,
+            clusters=clusters,
+            rate=rate,
+            seconds=seconds,
+            flip_every=flip_every,
+        )
+        cpu_after = _cpu_by_role(services)
+        drain_started = time.monotonic()
+
+        async def drained() -> bool:
+            for task in tasks:
+                if task.done():
+                    task.result()  # re-raises what stopped a measuring task
+            waiting = any(tracker.beats.values()) or any(tracker.readiness.values())
+            return not tracker.flips and not waiting
+
+        # A run the machine cannot carry may never drain: its figures still say how far behind it was.
+        with contextlib.suppress(TimeoutError):
+            await _until(drained, timeout_s=DRAIN_TIMEOUT_S, services=services, what="the run's readiness decided")
+        drain_s = time.monotonic() - drain_started
+        advances = await _end_offsets(bootstrap, prefix + STAGE_ADVANCE.name, STAGE_ADVANCE.partitions)
+        stage_advances = sum(advances.values())
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await producer.stop()
+        services.stop_all()
+    return SoakHealthResult(
+        target_rate=rate,
+        seconds=seconds,
+        clusters=clusters,
+        interval_s=interval_s,
+        workers=workers,
+        partitions=partitions,
+        flip_every=flip_every,
+        produced=tracker.sent,
+        produced_rate=round(tracker.sent / took_s, 1),
+        readiness_changes_sent=tracker.flips_sent,
+        readiness_changes_seen=tracker.changes_seen,
+        stale_marks=tracker.stale_marks,
+        false_stale=tracker.false_stale,
+        heartbeats_uncommitted=sum(len(beats) for beats in tracker.beats.values()),
+        readiness_undecided=sum(len(records) for records in tracker.readiness.values()),
+        heartbeat_lag=Lag.of(tracker.heartbeat_lags),
+        readiness_lag=Lag.of(tracker.readiness_lags),
+        decision_lag=Lag.of(tracker.decision_lags),
+        stage_advances=stage_advances,
+        cpu_s={role: round(cpu_after[role] - cpu_before[role], 1) for role in cpu_after},
+        warm_up_s=round(warm_up_s, 1),
+        drain_s=round(drain_s, 1),
+        load=f"{load_before} before, {load_average()} after",
+    )
+
+
+def _cpu_by_role(services: Services) -> dict[str, float]:
+    """CPU seconds of the planner, of the monitors (supervisors and their workers), and of this process."""
+    monitors = Services(services.log_dir, {})
+    monitors.running = {n: p for n, p in services.running.items() if n.startswith("monitor")}
+    planner = Services(services.log_dir, {})
+    planner.running = {n: p for n, p in services.running.items() if n == "planner"}
+    return {"monitors": _tree_cpu_s(monitors), "planner": _tree_cpu_s(planner), "producer": time.process_time()}
+
+
+def run(
+    *,
+    rate: float,
+    seconds: float,
+    workers: int,
+    interval_s: float = 30.0,
+    flip_every: int = 100,
+    partitions: int = HEARTBEATS.partitions,
+    bootstrap: str | None = None,
+    redis_url: str | None = None,
+) -> SoakHealthResult:
+    with infrastructure(bootstrap, redis_url) as infra, tempfile.TemporaryDirectory(prefix="soak-health-") as tmp:
+        return asyncio.run(
+            run_async(
+                infra.bootstrap,
+                infra.redis_url,
+                Path(tmp),
+                rate=rate,
+                seconds=seconds,
+                workers=workers,
+                interval_s=interval_s,
+                flip_every=flip_every,
+                partitions=partitions,
+            )
+        )
+
+
+def table(result: SoakHealthResult) -> str:
+    lines = [
+        f"{result.produced_rate:,.0f} heartbeats/s sustained (target {result.target_rate:,.0f}) for "
+        f"{result.seconds:.0f} s, {result.clusters:,} clusters, {result.workers} monitor workers",
+        f"{'lag':<16}{'count':>9}{'p50 s':>9}{'p99 s':>9}{'max s':>9}",
+    ]
+    for name, lag in (
+        ("heartbeat", result.heartbeat_lag),
+        ("readiness", result.readiness_lag),
+        ("decision", result.decision_lag),
+    ):
+        lines.append(f"{name:<16}{lag.count:>9}{lag.p50_s:>9.3f}{lag.p99_s:>9.3f}{lag.max_s:>9.3f}")
+    verdict = "met" if result.readiness_lag.p99_s <= LIMIT_READINESS_P99_S and result.false_stale == 0 else "MISSED"
+    lines.append(
+        f"false stale {result.false_stale} (of {result.stale_marks} stale marks); readiness changes "
+        f"{result.readiness_changes_seen}/{result.readiness_changes_sent}; left behind: "
+        f"{result.heartbeats_uncommitted} heartbeats, {result.readiness_undecided} readiness; warm-up "
+        f"{result.warm_up_s:g} s, drain {result.drain_s:g} s; readiness p99 limit "
+        f"{LIMIT_READINESS_P99_S:g} s: {verdict}; CPU s {result.cpu_s}; load {result.load}"
+    )
+    return "\n".join(lines)
+
+
+SECTION_TITLE = "## Sustained run through the health services (issue 21, item 5)"
+_PAGE_ANCHORS = ("## Missed targets: where the time and memory go", "## Closing note")
+
+
+def section(result: SoakHealthResult, *, when: str) -> list[str]:
+    """The page section of one run: its figures beside the limit, and where the CPU went."""
+    cores = {role: cpu / result.seconds for role, cpu in result.cpu_s.items()}
+    per_beat_us = {role: cpu / max(result.produced, 1) * 1e6 for role, cpu in result.cpu_s.items()}
+    at_target = sum(per_beat_us.values()) * LIMIT_RATE / 1e6
+    met = result.readiness_lag.p99_s <= LIMIT_READINESS_P99_S and result.false_stale == 0
+    held = result.produced_rate >= 0.95 * LIMIT_RATE
+    rows = [
+        f"| {name} | {lag.count:,} | {lag.p50_s:.3f} | {lag.p99_s:.3f} | {lag.max_s:.3f} |"
+        for name, lag in (
+            ("heartbeat (produced -> committed by the monitors)", result.heartbeat_lag),
+            ("readiness (changing heartbeat -> readiness record)", result.readiness_lag),
+            ("decision (readiness record -> committed by the planner)", result.decision_lag),
+        )
+    ]
+    return [
+        SECTION_TITLE,
+        "",
+        f"`make soak-health HEALTH_RATE={result.target_rate:g} HEALTH_SECONDS={result.seconds:g} "
+        f"HEALTH_WORKERS={result.workers}` ({when}; load {result.load}): reporters' heartbeats at "
+        f"{result.produced_rate:,.0f}/s for {result.seconds:g} s ({result.clusters:,} clusters, each every "
+        f"{result.interval_s:g} s; one heartbeat in {result.flip_every} a "
+        f"readiness change) through {result.workers} `rollout_health monitor` processes "
+        f"({result.partitions} heartbeat partitions) to the planner, whose rollout was in progress "
+        f"({result.stage_advances} stage-advances). `python -m bench.soak_health` says how each lag is taken.",
+        "",
+        "| lag | count | p50 s | p99 s | max s |",
+        "|---|---:|---:|---:|---:|",
+        *rows,
+        "",
+        f"- Readiness changes: {result.readiness_changes_seen:,} of {result.readiness_changes_sent:,} arrived; "
+        f"stale marks {result.stale_marks:,}, of them false (the cluster was beating) **{result.false_stale:,}**; "
+        f"after a drain of {result.drain_s:g} s, {result.heartbeats_uncommitted:,} heartbeats were not yet "
+        f"committed and {result.readiness_undecided:,} readiness records not yet decided.",
+        f"- Limit (10,000 heartbeats/s for 5 min: readiness lag p99 <= {LIMIT_READINESS_P99_S:g} s, 0 false "
+        f"stale): {'met' if met and held else 'not met'}"
+        + (
+            "."
+            if held
+            else f": this run was at {result.produced_rate:,.0f}/s, not {LIMIT_RATE:,.0f}/s (the limit stays)."
+        ),
+        "- Where the CPU went over the run: "
+        + ", ".join(
+            f"{role} {result.cpu_s[role]:.1f} s ({cores[role]:.2f} cores, {per_beat_us[role]:.0f} µs per heartbeat)"
+            for role in result.cpu_s
+        )
+        + " (each process's idle cost included)"
+        + f". At {LIMIT_RATE:,.0f}/s the same work needs about {at_target:.1f} cores, against the 2 this "
+        "machine shares with other work. The monitors' share is the one to shrink: nearly every heartbeat "
+        f"here changes nothing, for which issue 21 asks <= {LIMIT_MONITOR_AT_REST_US:g} µs.",
+        "",
+    ]
+
+
+def place(page: str, lines: list[str]) -> str:
+    """`page` with its sustained-run section replaced by `lines`, or `lines` put before the notes."""
+    text = page.splitlines()
+    if SECTION_TITLE in text:
+        first = text.index(SECTION_TITLE)
+        end = next((i for i in range(first + 1, len(text)) if text[i].startswith("## ")), len(text))
+        text[first:end] = lines
+    else:
+        at = next((text.index(anchor) for anchor in _PAGE_ANCHORS if anchor in text), len(text))
+        text[at:at] = lines
+    return "\n".join(text) + "\n"
+
+
+def carry_over(old_page: str, new_page: str) -> str:
+    """`new_page` with the sustained-run section of `old_page`, if it had one: `make bench` does not
+    run it (5 minutes of the machine's whole CPU), so a page it rewrites keeps the last run's."""
+    old = old_page.splitlines()
+    if SECTION_TITLE not in old:
+        return new_page
+    first = old.index(SECTION_TITLE)
+    end = next((i for i in range(first + 1, len(old)) if old[i].startswith("## ")), len(old))
+    return place(new_page, old[first:end])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=10_000.0, help="heartbeats per second")
+    parser.add_argument("--seconds", type=float, default=300.0)
+    parser.add_argument("--workers", type=int, default=HEARTBEATS.partitions, help="monitor processes")
+    parser.add_argument("--interval", type=float, default=30.0, help="each cluster's heartbeat interval, s")
+    parser.add_argument("--flip-every", type=int, default=100, help="one heartbeat in this many changes readiness")
+    parser.add_argument("--partitions", type=int, default=HEARTBEATS.partitions, help="of the heartbeats topic")
+    parser.add_argument("--bootstrap", default=None)
+    parser.add_argument("--redis-url", default=None)
+    parser.add_argument("--json", action="store_true", help="the JSON only, without the table")
+    parser.add_argument("--page", type=Path, default=None, help="put the run's section into this page")
+    parser.add_argument("--from-json", type=Path, default=None, help="render an earlier run's JSON instead")
+    args = parser.parse_args(argv)
+    if args.from_json is not None:
+        raw = json.loads(args.from_json.read_text().strip().splitlines()[0])
+        lags = {name: Lag(**raw.pop(name)) for name in ("heartbeat_lag", "readiness_lag", "decision_lag")}
+        earlier = SoakHealthResult(**raw, **lags)
+        print(table(earlier))
+        if args.page is not None:
+            when = dt.datetime.fromtimestamp(args.from_json.stat().st_mtime, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+            args.page.write_text(place(args.page.read_text(), section(earlier, when=when)))
+        return
+    result = run(
+        rate=args.rate,
+        seconds=args.seconds,
+        workers=args.workers,
+        interval_s=args.interval,
+        flip_every=args.flip_every,
+        partitions=args.partitions,
+        bootstrap=args.bootstrap,
+        redis_url=args.redis_url,
+    )
+    print(json.dumps(asdict(result)))
+    if not args.json:
+        print(table(result))
+    if args.page is not None:
+        when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        args.page.write_text(place(args.page.read_text(), section(result, when=when)))
+
+
+if __name__ == "__main__":
+    main()

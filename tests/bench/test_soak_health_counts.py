@@ -1,0 +1,47 @@
+"""The sustained health run's bookkeeping, without a broker: what it calls a false stale mark, how
+it times a readiness change, and where its section goes in docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.soak_health import SECTION_TITLE, _readiness_record, _Tracker, carry_over, place  # noqa: E402
+
+
+def test_a_stale_mark_of_a_cluster_beating_within_the_limit_is_false() -> None:
+    """GATE-1: a cluster whose last heartbeat is 10 s old when marked stale (limit 90 s) was beating."""
+    tracker = _Tracker(last_beat={"h-0000001": 1000.0, "h-0000002": 900.0})
+    _readiness_record(
+        tracker, {"cluster": "h-0000001", "ready": False, "reason": "stale: no heartbeat for 95 s"}, 0, 7, 1_010_000
+    )
+    assert (tracker.stale_marks, tracker.false_stale) == (1, 1)
+    # silent for 110 s: a true stale mark
+    _readiness_record(
+        tracker, {"cluster": "h-0000002", "ready": False, "reason": "stale: no heartbeat for 110 s"}, 1, 3, 1_010_000
+    )
+    assert (tracker.stale_marks, tracker.false_stale, tracker.changes_seen) == (2, 1, 0)
+    assert {p: list(records) for p, records in tracker.readiness.items()} == {0: [(7, 1010.0)], 1: [(3, 1010.0)]}
+
+
+def test_a_readiness_change_is_timed_from_its_heartbeat_once() -> None:
+    tracker = _Tracker(flips={"h-0000004": 1000.25})
+    body = {"cluster": "h-0000004", "ready": False, "reason": None}
+    _readiness_record(tracker, body, 2, 40, 1_000_750)
+    _readiness_record(tracker, body, 2, 41, 1_001_000)  # no flip outstanding: not timed again
+    assert tracker.readiness_lags == [0.5]
+    assert (tracker.changes_seen, tracker.flips) == (1, {})
+
+
+def test_the_section_goes_before_the_notes_and_is_replaced_then_kept_by_a_rewritten_page() -> None:
+    page = "# Benchmarks\n\n## Health\n\nfigures\n\n## Closing note\n\nend\n"
+    first = place(page, [SECTION_TITLE, "", "run one", ""])
+    assert first == f"# Benchmarks\n\n## Health\n\nfigures\n\n{SECTION_TITLE}\n\nrun one\n\n## Closing note\n\nend\n"
+    second = place(first, [SECTION_TITLE, "", "run two", ""])
+    assert second == first.replace("run one", "run two")
+    assert carry_over(second, page) == second
+    assert carry_over(page, "# Rewritten\n") == "# Rewritten\n"
