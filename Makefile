@@ -45,7 +45,7 @@ test: venv kube-build-background helm-build-background system-deps infra-fetch a
 checks: lint typecheck conformance scenarios
 
 suite: venv
-	$(BIN)/pytest -q --durations=30 -m "not failover_e2e"
+	$(BIN)/pytest -q --durations=30 -m "not failover_e2e and not health_soak"
 
 ## the official AsyncAPI parser (npm), which the tests run with node on `rollout schemas asyncapi`
 ASYNCAPI_DIR := tests/asyncapi

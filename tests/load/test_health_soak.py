@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:
 
 from bench.soak_health import run_async, table  # noqa: E402
 
-pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+pytestmark = [pytest.mark.integration, pytest.mark.health_soak, pytest.mark.asyncio(loop_scope="session")]
 
 SECONDS = float(os.environ.get("ROLLOUT_HEALTH_SOAK_SECONDS", "60"))
 RATE = float(os.environ.get("ROLLOUT_HEALTH_SOAK_RATE", "500"))
