@@ -148,3 +148,14 @@ def test_gate_2_partition_view_counts_not_done_against_max_unavailable() -> None
 
 def test_v30_is_the_default_fixture_version() -> None:
     assert cluster("x-1").version == V30
+
+
+def test_stat_5_a_cluster_waiting_for_its_window_is_said_once() -> None:
+    """WIN-3, STAT-5: a-1's window is closed when the release comes, so the batch skips it. The
+    stage's waits name it once: the wait the dispatch recorded. The scan for windows the dispatch
+    did not meet adds nothing here; before, it listed the same wait a second time."""
+    window = {"start": "2025-01-01T02:00:00Z", "duration": "1h", "recurrence": "FREQ=DAILY"}
+    d = Driver(sequence(stage("a")), [cluster("a-1", maintenanceWindow=window), cluster("a-2")])
+    d.release({"1.30": V31}, at=60)
+    waits = stage_view(d.state, d.state.stages[0])["tracks"]["controlPlane"]["waits"]
+    assert [(w["rule"], w["clusters"]) for w in waits] == [("WIN", ["a-1"])]

@@ -156,7 +156,10 @@ def stage_view(state: EngineState, stage: StageRec, *, with_clusters: bool = Tru
             }
         )
         waits = describe_waits(state, stage, track, with_clusters=with_clusters)
-        waits += window_waits(state, stage, track)
+        if not any(w.rule == WaitRule.WIN_MAINTENANCE.value for w in waits):
+            # the scan finds clusters whose window wait the last dispatch pass did not record; one
+            # it did record is said once (it was listed twice: the recorded wait and the scan's)
+            waits += window_waits(state, stage, track)
         # CHK-4: every cluster its budget holds now, not only those the last dispatch pass met
         waits = [w for w in waits if w.rule != WaitRule.CHK_4_DISRUPTION_BUDGET.value]
         waits += budget_waits(state, stage, track)
