@@ -21,7 +21,7 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import faust
@@ -56,20 +56,16 @@ async def run_reporter(settings: ReporterSettings) -> None:
     try:
         if status is not None:
             await status.start()
+
         # Kafka may be down when the reporter starts (a broker restart, a fresh deployment):
         # wait for it like the other services instead of exiting.
-        while not stop.is_set():
-            try:
+        async def start() -> None:
+            if settings.create_topics:
                 specs = [settings.topic_spec(t) for t in (HEARTBEATS, UPGRADE_RESULTS)]
-                if settings.create_topics:
-                    await unless_stopped(bus.ensure_topics(specs), stop)
-                await unless_stopped(probe.start(), stop)
-                break
-            except TransientError as exc:
-                log.warning("Kafka not reachable yet; retrying in 2 s: %s", exc)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), 2.0)
-        if stop.is_set():
+                await unless_stopped(bus.ensure_topics(specs), stop)
+            await unless_stopped(probe.start(), stop)
+
+        if not await _until_reachable(start, stop):
             return
         reporter = Reporter(
             bus=bus,
@@ -163,17 +159,13 @@ async def run_checks(settings: CheckRunnerSettings) -> None:
         if status is not None:
             await status.start()
         await query.start()
-        while not stop.is_set():
-            try:
-                if settings.create_topics:
-                    specs = [settings.topic_spec(t) for t in (PROGRESS, CHECK_RESULTS)]
-                    await unless_stopped(bus.ensure_topics(specs), stop)
-                break
-            except TransientError as exc:
-                log.warning("Kafka not reachable yet; retrying in 2 s: %s", exc)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), 2.0)
-        if stop.is_set():
+
+        async def start() -> None:
+            if settings.create_topics:
+                specs = [settings.topic_spec(t) for t in (PROGRESS, CHECK_RESULTS)]
+                await unless_stopped(bus.ensure_topics(specs), stop)
+
+        if not await _until_reachable(start, stop):
             return
         runner = CheckRunner(bus=bus, store=store, query=query, settings=settings, metrics=metrics)
         runners.append(runner)
@@ -185,6 +177,20 @@ async def run_checks(settings: CheckRunnerSettings) -> None:
         await bounded_close("the Prometheus client", query.close())
         await bounded_close("the Redis client", store.close())
         await bounded_close("the Kafka clients", bus.close())
+
+
+async def _until_reachable(start: Callable[[], Awaitable[None]], stop: asyncio.Event) -> bool:
+    """`start` retried every 2 s while Kafka is not reachable (a service waits for it rather than
+    exiting); False when asked to stop first."""
+    while not stop.is_set():
+        try:
+            await start()
+            return not stop.is_set()
+        except TransientError as exc:
+            log.warning("Kafka not reachable yet; retrying in 2 s: %s", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 2.0)
+    return False
 
 
 def _status_server(
