@@ -8,6 +8,7 @@ import logging
 
 import pytest
 from executor_kit import CountingDriver, ExecutorFactory
+from known_topics import known_topics
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_common.ports import TopicSpec
@@ -18,26 +19,11 @@ from rollout_executor.settings import ExecutorSettings
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 
-async def _topics(bootstrap: str, specs: list[TopicSpec]) -> None:
-    """Created, and in the broker's metadata: a topic made a moment ago is not judged yet."""
-    bus = KafkaBus(bootstrap, client_id="test-setup")
-    try:
-        await bus.ensure_topics(specs)
-        wanted = {spec.name: spec.partitions for spec in specs}
-        async with asyncio.timeout(30):
-            while True:
-                if await bus.partition_counts(list(wanted)) == wanted:
-                    break
-                await asyncio.sleep(0.05)
-    finally:
-        await bus.close()
-
-
 async def test_an_executor_reading_a_stage_advance_topic_of_other_partitions_says_what_to_do(
     kafka_bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture, make_executor: ExecutorFactory
 ) -> None:
     prefix = f"{topic_prefix}."
-    await _topics(
+    await known_topics(
         kafka_bootstrap,
         [
             TopicSpec(name=prefix + STAGE_ADVANCE.name, partitions=8),

@@ -4,10 +4,10 @@ executor's check is in tests/executor/test_executor_read_topics.py."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import pytest
+from known_topics import known_topics
 from planner_harness import START, make_planner
 
 from rollout_adapters.kafka_bus import KafkaBus
@@ -23,21 +23,6 @@ READINESS_NAME = "rollout.cluster-readiness"
 
 def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "rollout.topics"]
-
-
-async def _topics(bootstrap: str, specs: list[TopicSpec]) -> None:
-    """Created, and in the broker's metadata: a topic made a moment ago is not judged yet."""
-    bus = KafkaBus(bootstrap, client_id="test-setup")
-    try:
-        await bus.ensure_topics(specs)
-        wanted = {spec.name: spec.partitions for spec in specs}
-        async with asyncio.timeout(30):
-            while True:
-                if await bus.partition_counts(list(wanted)) == wanted:
-                    break
-                await asyncio.sleep(0.05)
-    finally:
-        await bus.close()
 
 
 async def _planner_lines(
@@ -59,7 +44,7 @@ async def test_a_planner_reading_a_topic_with_more_partitions_than_its_settings_
     kafka_bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     prefix = f"{topic_prefix}."
-    await _topics(kafka_bootstrap, [TopicSpec(name=prefix + READINESS_NAME, partitions=6)])
+    await known_topics(kafka_bootstrap, [TopicSpec(name=prefix + READINESS_NAME, partitions=6)])
     assert await _planner_lines(kafka_bootstrap, prefix, caplog) == [
         f"planner: topic {prefix}{READINESS_NAME} has 6 partitions but the settings say 4: set "
         "ROLLOUT_TOPIC_PARTITIONS to map it to 6 in every service of this deployment"
@@ -70,7 +55,7 @@ async def test_a_planner_reading_a_topic_with_fewer_partitions_than_its_settings
     kafka_bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     prefix = f"{topic_prefix}."
-    await _topics(kafka_bootstrap, [TopicSpec(name=prefix + READINESS_NAME, partitions=4)])
+    await known_topics(kafka_bootstrap, [TopicSpec(name=prefix + READINESS_NAME, partitions=4)])
     lines = await _planner_lines(kafka_bootstrap, prefix, caplog, topic_partitions={READINESS_NAME: 8})
     assert lines == [
         f"planner: topic {prefix}{READINESS_NAME} has 4 partitions but the settings say 8: grow the topic "
@@ -91,7 +76,7 @@ async def test_a_planner_reading_topics_replicated_below_its_settings_says_how_t
     """The one-broker test cluster holds one replica; settings asking for 2 cannot create topics, so
     the topics exist already (made with 1) and the planner only reads them."""
     prefix = f"{topic_prefix}."
-    await _topics(kafka_bootstrap, [t.spec(prefix) for t in INPUT_TOPICS])
+    await known_topics(kafka_bootstrap, [t.spec(prefix) for t in INPUT_TOPICS])
     lines = await _planner_lines(kafka_bootstrap, prefix, caplog, replication=2, create_topics=False)
     assert lines == [
         f"planner: topic {prefix}{topic.name}: 1 replicas is below the settings' replication: raise it with "
