@@ -13,6 +13,11 @@ _DURATION_BUCKETS = (0.1, 1, 5, 30, 60, 300, 600, 1200, 1800, 3600, 7200)
 class ExecutorMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self._add_upgrade_metrics()
+        self._add_batch_metrics()
+
+    def _add_upgrade_metrics(self) -> None:
+        """What the upgrades themselves did: how they ended, how long they took, what stopped them."""
         self.upgrades = Counter(
             "rollout_executor_upgrades",
             "Upgrades this executor ran, by track and outcome",
@@ -36,6 +41,9 @@ class ExecutorMetrics:
             "Upgrades stopped (or results refused) because the target's lease was lost",
             registry=self.registry,
         )
+
+    def _add_batch_metrics(self) -> None:
+        """What became of the command records read: committed in batches or dead-lettered."""
         self.batches = Counter(
             "rollout_executor_batches", "Batches of commands handled and committed", registry=self.registry
         )
