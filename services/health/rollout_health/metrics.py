@@ -10,6 +10,12 @@ from rollout_adapters.dead_letter_metrics import DeadLetterMetrics
 class HealthMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self._add_reporter_metrics()
+        self._add_monitor_metrics()
+        self._add_check_metrics()
+        self.dead_letters = DeadLetterMetrics(self.registry)
+
+    def _add_reporter_metrics(self) -> None:
         self.heartbeats_published = Counter(
             "rollout_health_heartbeats_published",
             "Heartbeats the reporter published, by readiness",
@@ -21,6 +27,8 @@ class HealthMetrics:
             "Heartbeats that could not be published (retried next round)",
             registry=self.registry,
         )
+
+    def _add_monitor_metrics(self) -> None:
         self.readiness_changes = Counter(
             "rollout_health_readiness_changes",
             "Readiness changes the monitor published, by new readiness",
@@ -37,6 +45,9 @@ class HealthMetrics:
             "Rows the monitor dropped after row_expiry_s of silence (unknown, mistyped or decommissioned names)",
             registry=self.registry,
         )
+
+    def _add_check_metrics(self) -> None:
+        """The check runner's (CHK-2)."""
         self.check_evaluations = Counter(
             "rollout_health_check_evaluations",
             "Metric check evaluations (CHK-2), by outcome: passed, failed or inconclusive",
@@ -54,4 +65,3 @@ class HealthMetrics:
             "Check results that could not be published (Kafka unreachable); the next evaluation follows",
             registry=self.registry,
         )
-        self.dead_letters = DeadLetterMetrics(self.registry)
