@@ -88,10 +88,24 @@ class Reporter:
         now = self._clock()
         last = self._sent.get(cluster)
         versions = (result.control_plane_version, result.node_version)
-        unchanged = last is not None and last.ready == result.ready and last.versions == versions
-        if unchanged and last is not None and now - last.at < self._heartbeat_interval_s:
+        if not self._due(last, ready=result.ready, versions=versions, now=now):
             return None
-        heartbeat = Heartbeat(
+        heartbeat = self._heartbeat(cluster, result, now)
+        if not await self._publish(heartbeat, now):
+            return None
+        self.metrics.heartbeats_published.labels(ready=str(result.ready).lower()).inc()
+        if last is None or last.ready != result.ready:
+            _log_readiness(cluster, result)
+        self._sent[cluster] = _Sent(ready=result.ready, at=now, versions=versions)
+        return heartbeat
+
+    def _due(self, last: _Sent | None, *, ready: bool, versions: tuple[str | None, str | None], now: float) -> bool:
+        """A heartbeat is due when readiness or versions changed, or the last one is old enough."""
+        unchanged = last is not None and last.ready == ready and last.versions == versions
+        return not (unchanged and last is not None and now - last.at < self._heartbeat_interval_s)
+
+    def _heartbeat(self, cluster: str, result: ProbeResult, now: float) -> Heartbeat:
+        return Heartbeat(
             cluster=cluster,
             ready=result.ready,
             observed_at=now,
@@ -100,6 +114,10 @@ class Reporter:
             control_plane_version=result.control_plane_version,
             node_version=result.node_version,
         )
+
+    async def _publish(self, heartbeat: Heartbeat, now: float) -> bool:
+        """False when the broker did not take it: the round is then not ok and the next one retries."""
+        cluster = heartbeat.cluster
         value, headers = encode(
             heartbeat,
             event_id=f"{self._reporter_id}/{cluster}/{now:.3f}",
@@ -113,14 +131,14 @@ class Reporter:
             log.warning("heartbeat of %s not published, next round retries: %s", cluster, exc)
             self.metrics.heartbeats_unpublished.inc()
             self._round_ok = False
-            return None
-        self.metrics.heartbeats_published.labels(ready=str(result.ready).lower()).inc()
-        if last is None or last.ready != result.ready:
-            log.info(
-                "%s: %s%s",
-                cluster,
-                "ready" if result.ready else "not ready",
-                f" ({result.detail})" if result.detail else "",
-            )
-        self._sent[cluster] = _Sent(ready=result.ready, at=now, versions=versions)
-        return heartbeat
+            return False
+        return True
+
+
+def _log_readiness(cluster: str, result: ProbeResult) -> None:
+    log.info(
+        "%s: %s%s",
+        cluster,
+        "ready" if result.ready else "not ready",
+        f" ({result.detail})" if result.detail else "",
+    )
