@@ -157,15 +157,7 @@ class CheckRunner:
         if sequence is None or check is None:
             name = sequence.name if sequence is not None else ""
             reason = problem or f"the sequence {name!r} has no check {key.check!r} at stage {key.stage!r}"
-            result = CheckResult(
-                rollout_id=key.rollout_id,
-                stage=key.stage,
-                check=key.check,
-                observed_at=self._clock(),
-                value=None,
-                outcome=CheckOutcome.INCONCLUSIVE,
-                reason=reason,
-            )
+            result = self._inconclusive(key, reason)
         else:
             base_url = prometheus_base_url(sequence, self._settings.checks)
             result = await evaluate_check(
@@ -173,23 +165,19 @@ class CheckRunner:
             )
         self._metrics.check_evaluations.labels(outcome=result.outcome.value).inc()
         self._metrics.check_evaluation_seconds.observe(time.monotonic() - started)
-        log.log(
-            logging.INFO if result.outcome is CheckOutcome.PASSED else logging.WARNING,
-            "check %s of %s at %s: %s, %s",
-            key.check,
-            key.rollout_id,
-            key.stage,
-            result.outcome.value,
-            result.reason,
-            extra={
-                "rollout": key.rollout_id,
-                "stage": key.stage,
-                "check": key.check,
-                "outcome": result.outcome.value,
-                "value": result.value,
-            },
-        )
+        _log_result(key, result)
         return result
+
+    def _inconclusive(self, key: SeriesKey, reason: str) -> CheckResult:
+        return CheckResult(
+            rollout_id=key.rollout_id,
+            stage=key.stage,
+            check=key.check,
+            observed_at=self._clock(),
+            value=None,
+            outcome=CheckOutcome.INCONCLUSIVE,
+            reason=reason,
+        )
 
     async def _publish(self, result: CheckResult) -> None:
         at = self._clock()
@@ -213,3 +201,23 @@ def _find(sequence: Sequence, key: SeriesKey) -> Check | None:
         if stage.name == key.stage:
             return next((check for check in stage.checks if check.name == key.check), None)
     return None
+
+
+def _log_result(key: SeriesKey, result: CheckResult) -> None:
+    """At warning level unless the check passed: a failed or inconclusive check wants a look."""
+    log.log(
+        logging.INFO if result.outcome is CheckOutcome.PASSED else logging.WARNING,
+        "check %s of %s at %s: %s, %s",
+        key.check,
+        key.rollout_id,
+        key.stage,
+        result.outcome.value,
+        result.reason,
+        extra={
+            "rollout": key.rollout_id,
+            "stage": key.stage,
+            "check": key.check,
+            "outcome": result.outcome.value,
+            "value": result.value,
+        },
+    )
