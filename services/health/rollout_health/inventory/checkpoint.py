@@ -81,34 +81,39 @@ class Checkpoint:
             return WatchState()
 
     def save(self, state: WatchState) -> None:
-        raw = {
-            "resource_versions": state.resource_versions,
-            "clusters": [
-                {
-                    "name": s.name,
-                    "namespace": s.namespace,
-                    "labels": dict(s.labels),
-                    "annotations": dict(s.annotations),
-                    "topology_version": s.topology_version,
-                    "control_plane": None if s.control_plane is None else list(s.control_plane),
-                }
-                for s in state.clusters.values()
-            ],
-            "groups": [
-                {
-                    "name": g.name,
-                    "namespace": g.namespace,
-                    "labels": dict(g.labels),
-                    "selector": None if g.selector is None else g.selector.model_dump(by_alias=True),
-                }
-                for g in state.groups.values()
-            ],
-            "published": [c.model_dump(mode="json", by_alias=True) for c in state.published.values()],
-            "control_planes": [
-                {"namespace": ns, "name": name, "version": version}
-                for (ns, name), version in state.control_planes.items()
-            ],
-        }
         partial = self.path.with_suffix(self.path.suffix + ".partial")
-        partial.write_text(json.dumps(raw))
+        partial.write_text(json.dumps(_state_record(state)))
         os.replace(partial, self.path)
+
+
+def _state_record(state: WatchState) -> dict[str, Any]:
+    """The JSON form `Checkpoint.load` reads back."""
+    return {
+        "resource_versions": state.resource_versions,
+        "clusters": [_cluster_record(s) for s in state.clusters.values()],
+        "groups": [_group_record(g) for g in state.groups.values()],
+        "published": [c.model_dump(mode="json", by_alias=True) for c in state.published.values()],
+        "control_planes": [
+            {"namespace": ns, "name": name, "version": version} for (ns, name), version in state.control_planes.items()
+        ],
+    }
+
+
+def _cluster_record(source: ClusterSource) -> dict[str, Any]:
+    return {
+        "name": source.name,
+        "namespace": source.namespace,
+        "labels": dict(source.labels),
+        "annotations": dict(source.annotations),
+        "topology_version": source.topology_version,
+        "control_plane": None if source.control_plane is None else list(source.control_plane),
+    }
+
+
+def _group_record(group: GroupSource) -> dict[str, Any]:
+    return {
+        "name": group.name,
+        "namespace": group.namespace,
+        "labels": dict(group.labels),
+        "selector": None if group.selector is None else group.selector.model_dump(by_alias=True),
+    }

@@ -67,6 +67,21 @@ def _as_dict(obj: Any) -> Mapping[str, Any]:
     return result
 
 
+def _resources(
+    kind: ClusterKind, *, groups: bool, control_planes: bool
+) -> dict[Stream, type[GenericNamespacedResource]]:
+    """The resource each stream watches: the clusters always, the others when asked for."""
+    resources: dict[Stream, type[GenericNamespacedResource]] = {
+        Stream.CLUSTERS: CapiCluster if kind is ClusterKind.CLUSTER_API else FleetCluster
+    }
+    if groups:
+        resources[Stream.GROUPS] = FleetClusterGroup
+    if control_planes and kind is ClusterKind.CLUSTER_API:
+        # the version a Cluster runs is its control plane's (no ClusterClass topology to read)
+        resources[Stream.CONTROL_PLANES] = KubeadmControlPlane
+    return resources
+
+
 class InventoryWatcher:
     def __init__(
         self,
@@ -86,14 +101,7 @@ class InventoryWatcher:
         self._client = client
         self._bus = bus
         self._topic = topic_prefix + INVENTORY.name
-        self._resources: dict[Stream, type[GenericNamespacedResource]] = {
-            Stream.CLUSTERS: CapiCluster if kind is ClusterKind.CLUSTER_API else FleetCluster
-        }
-        if watch_groups:
-            self._resources[Stream.GROUPS] = FleetClusterGroup
-        if watch_control_planes and kind is ClusterKind.CLUSTER_API:
-            # the version a Cluster runs is its control plane's (no ClusterClass topology to read)
-            self._resources[Stream.CONTROL_PLANES] = KubeadmControlPlane
+        self._resources = _resources(kind, groups=watch_groups, control_planes=watch_control_planes)
         self._namespace = namespace or ALL_NS
         self._checkpoint = checkpoint
         self._watch_timeout_s = watch_timeout_s
