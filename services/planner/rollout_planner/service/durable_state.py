@@ -108,11 +108,14 @@ class DurableState:
             or time.monotonic() - self._snapshot_wall >= self._settings.snapshot_interval_s
         )
 
-    async def write_snapshot(self, state: EngineState, checkpoint: Checkpoint) -> None:
-        """A full snapshot at the checkpoint's batch; the journal entries it makes unnecessary go in
-        the same atomic write."""
+    async def write_snapshot(
+        self, state: EngineState, checkpoint: Checkpoint, *, also: dict[str, bytes] | None = None
+    ) -> None:
+        """A full snapshot at the checkpoint's batch (with `also`'s items); the journal entries it
+        makes unnecessary go in the same atomic write."""
         batch = checkpoint.batch
         items = {
+            **(also or {}),
             SNAPSHOT_KEY: engine_snapshot.dump(state),
             SNAPSHOT_BATCH_KEY: str(batch).encode(),
             CHECKPOINT_KEY: checkpoint.model_dump_json().encode(),

@@ -122,6 +122,11 @@ class Planner:
         self._stored_sequence: SequenceSpec | None = None  # written with the term's first batch, then on a change
 
     @property
+    def mark_pending(self) -> bool:
+        """Whether the last outbox went out and the store does not say so yet (it rides on the next write)."""
+        return self._publish_path.mark_pending
+
+    @property
     def state(self) -> EngineState:
         if self._state is None:
             raise PermanentError("the planner has not started")
@@ -228,7 +233,10 @@ class Planner:
 
     async def _stop_snapshot(self) -> None:
         """A clean stop writes a full snapshot, so the next start replays no journal."""
-        if self._state is None or self.checkpoint.batch == self._durable.snapshot_batch:
+        if self._state is None:
+            return
+        if self.checkpoint.batch == self._durable.snapshot_batch:
+            await self._mark_on_stop()
             return
         try:
             await self._write_snapshot()
@@ -236,6 +244,15 @@ class Planner:
             log.warning("no snapshot on stop: the store is unreachable", extra={"error": str(exc)})
             return
         log.info("snapshot written on stop", extra={"batch": self.checkpoint.batch})
+
+    async def _mark_on_stop(self) -> None:
+        """A clean stop leaves no published outbox unmarked (it would go out again at the next start)."""
+        if not self._publish_path.mark_pending:
+            return
+        try:
+            await self._durable.write(self._publish_path.take_mark(), doing="mark the outbox published")
+        except TransientError as exc:
+            log.warning("outbox not marked published on stop: the store is unreachable", extra={"error": describe(exc)})
 
     def _checkpointed_offset(self, topic: str, partition: int) -> int | None:
         """Where a partition is read from: the checkpoint's next offset when a snapshot was restored
@@ -365,35 +382,39 @@ class Planner:
             # (and a planner without a snapshot starts from): a change that came from the operator
             # topic or the Kubernetes bridge, not from `rollout apply`, is stored too (CHK-2, SEQ-7).
             items[SEQUENCE_KEY] = sequence.model_dump_json(by_alias=True).encode()
+        items.update(self._publish_path.take_mark())
         await self._durable.write(items, doing="persist the batch")
         self._stored_sequence = sequence
         self.metrics.last_batch.set(self.checkpoint.batch)
 
     async def _flush_outbox(self, *, urgent: bool = False) -> None:
-        """Publish the last batch's outbox unless that already happened (BUS-6), then write the mark
-        and, when due, the status document in one store write."""
+        """Publish the last batch's outbox unless that already happened (BUS-6); when the status
+        document is due, write it with the outbox's mark. Otherwise the mark waits for the next
+        store write (`PublishPath.take_mark`)."""
         batch = self.checkpoint.batch
-        items = await self._publish_path.publish(self.checkpoint)
-        document = self._status.encode(self.state, batch) if self._status.due(batch, urgent=urgent) else None
-        if document is not None:
-            items[STATUS_KEY] = document
-        if items:
-            await self._durable.write(items, doing="mark the outbox published")
-        self._publish_path.marked(batch)
-        if document is not None:
-            self._status.written(batch, document)
+        await self._publish_path.publish(self.checkpoint)
+        if self._status.due(batch, urgent=urgent):
+            await self._write_status(batch)
 
     async def _status_if_behind(self) -> None:
-        """With nothing to decide, bring a status document the throttle left behind up to date."""
+        """With nothing to decide, bring a status document the throttle left behind up to date, or
+        at least mark the last outbox published, so an idle planner leaves nothing to re-publish."""
         batch = self.checkpoint.batch
-        if self._state is None or not self._status.behind(batch):
+        if self._state is None:
             return
+        if self._status.behind(batch):
+            await self._write_status(batch)
+        elif self._publish_path.mark_pending:
+            await self._durable.write(self._publish_path.take_mark(), doing="mark the outbox published")
+
+    async def _write_status(self, batch: int) -> None:
         document = self._status.encode(self.state, batch)
-        await self._durable.write({STATUS_KEY: document}, doing="write the status")
+        items = {**self._publish_path.take_mark(), STATUS_KEY: document}
+        await self._durable.write(items, doing="write the status")
         self._status.written(batch, document)
 
     async def _write_snapshot(self) -> None:
-        await self._durable.write_snapshot(self.state, self.checkpoint)
+        await self._durable.write_snapshot(self.state, self.checkpoint, also=self._publish_path.take_mark())
 
     async def _commit(self, records: Sequence[Record]) -> None:
         if not records or self._consumer is None:

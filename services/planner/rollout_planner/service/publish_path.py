@@ -3,6 +3,11 @@
 Nothing is published before its decision is durable (BUS-6): the outbox published here is the one
 the checkpoint in the store already holds. A crash after the store write and before the mark
 re-publishes the outbox on restart with the same ids, so consumers drop the duplicates (BUS-3).
+
+The mark rides on the planner's next store write (the next batch's journal, the status document,
+an idle poll's write or the stop's snapshot) instead of a write of its own: one store round trip
+per poll instead of two. Until then a crash re-publishes an outbox that already went out, which
+is the same harmless repeat as above.
 """
 
 from __future__ import annotations
@@ -24,20 +29,29 @@ class PublishPath:
         self._lease = lease
         self._retrier = retrier
         self.published = published
+        self._unmarked: dict[str, bytes] = {}
 
-    async def publish(self, checkpoint: Checkpoint) -> dict[str, bytes]:
-        """Publish the checkpoint's outbox unless that already happened; the store items that mark
-        it published (empty when there was nothing to publish), for the caller's next write."""
+    async def publish(self, checkpoint: Checkpoint) -> None:
+        """Publish the checkpoint's outbox unless that already happened; the mark waits for the
+        caller's next store write (`take_mark`)."""
         if self.published >= checkpoint.batch or not checkpoint.outbox:
             self.published = checkpoint.batch
-            return {}
+            return
         self._lease.check()  # a planner that lost its lease publishes nothing more (BUS-8)
         for message in checkpoint.outbox:
             await self._retrier.call(f"publish to {message.topic}", functools.partial(self._send, message))
-        return {PUBLISHED_KEY: str(checkpoint.batch).encode()}
+        self.published = checkpoint.batch
+        self._unmarked = {PUBLISHED_KEY: str(checkpoint.batch).encode()}
 
-    def marked(self, batch: int) -> None:
-        self.published = batch
+    @property
+    def mark_pending(self) -> bool:
+        return bool(self._unmarked)
+
+    def take_mark(self) -> dict[str, bytes]:
+        """The store items that mark the last published outbox (empty when marked already), for the
+        caller's next write; taken once."""
+        items, self._unmarked = self._unmarked, {}
+        return items
 
     async def _send(self, message: OutboxMessage) -> None:
         await self._bus.publish(message.topic, key=message.key, value=message.value, headers=message.headers)
