@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.soak_health import run_async, table  # noqa: E402
+from bench.soak_health import Bounds, run_async, table  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.health_soak, pytest.mark.asyncio(loop_scope="session")]
 
@@ -40,6 +40,11 @@ MAX_READINESS_S = 15.0
 MAX_DECISION_P99_S = 10.0
 # The monitors' group commits on faust's timer (about 2.8 s): a heartbeat waits that long to count.
 MAX_HEARTBEAT_LAG_S = 20.0
+# Each wait of the run is bounded so that a stall fails it, naming what it waited for and where the
+# topics and groups stood, well inside pytest's timeout (600 s): 60 s for each group to form and for
+# the first stage-advance, 60 s of warm-up for 5,000 clusters (about 10 s on a loaded machine),
+# SECONDS of heartbeats, 60 s to drain.
+BOUNDS = Bounds(start_s=60.0, warm_up_s=45.0, warm_up_s_per_cluster=0.003, drain_s=60.0)
 
 
 async def test_health_path_holds_a_sustained_heartbeat_rate_with_no_false_stale(
@@ -57,6 +62,7 @@ async def test_health_path_holds_a_sustained_heartbeat_rate_with_no_false_stale(
         workers=WORKERS,
         interval_s=INTERVAL_S,
         flip_every=FLIP_EVERY,
+        bounds=BOUNDS,
     )
     print(json.dumps(asdict(result)))
     print(table(result))
@@ -67,6 +73,7 @@ async def test_health_path_holds_a_sustained_heartbeat_rate_with_no_false_stale(
     assert result.readiness_changes_sent == result.produced // FLIP_EVERY
     assert result.produced >= 0.99 * sent
     # what was left behind first: it says which side stalled when a change is missing
+    assert result.stalled == "", table(result)
     assert result.heartbeats_uncommitted == 0, table(result)
     assert result.readiness_undecided == 0, table(result)
     assert result.readiness_changes_seen == result.readiness_changes_sent, table(result)
