@@ -1,8 +1,9 @@
 """A sustained minute through the real health path: heartbeats -> two monitor workers -> the planner.
 
-The 60 s version of `make soak-health` (`bench.soak_health`, issue 21 item 5), at a rate a loaded
-2-core CI machine holds: every cluster beats every 10 s, one heartbeat in 100 changes its
-cluster's readiness, and the planner has a rollout in progress. The lags' bounds are generous
+The 60 s version of `make soak-health` (`bench.soak_health`, issue 21 item 5), run by `make test`
+beside the suite (`make soak-health-test`), at a rate a loaded 2-core CI machine holds: every
+cluster beats every 10 s, one heartbeat in 100 changes its cluster's readiness, and the planner
+has a rollout in progress. The lags' bounds are generous
 (the machine is shared) but finite; the counts are exact: every readiness change sent arrives,
 and no cluster that was beating is called stale (GATE-1 would stop the rollout on it).
 
