@@ -28,6 +28,8 @@ state is never a commit merely waiting on an earlier record.
 from __future__ import annotations
 
 import logging
+import time
+import weakref
 from typing import Any
 
 from faust.transport.consumer import Consumer
@@ -36,6 +38,12 @@ log = logging.getLogger(__name__)
 
 # faust's own method, as imported before `install` wraps it.
 FAUST_COMMIT: Any = Consumer.commit
+# A partition read again from an offset is not sought back there again before this: the records
+# already queued for the agent come first, and a busy agent may take several commit intervals to
+# reach the ones read again.
+REWIND_AGAIN_AFTER_S = 30.0
+# per consumer: partition -> (the committed offset it was sought back to, when)
+_rewound: weakref.WeakKeyDictionary[Any, dict[Any, tuple[int, float]]] = weakref.WeakKeyDictionary()
 
 
 def stuck_partitions(consumer: Any) -> dict[Any, tuple[int, int]]:
@@ -54,7 +62,13 @@ async def rewind_stuck(consumer: Any) -> None:
     """Seek each partition faust will not commit again back to its committed offset."""
     if not consumer.flow_active:
         return  # a rebalance: its recovery seeks every partition to its committed offset anyway
+    rewound = _rewound.setdefault(consumer, {})
+    now = time.monotonic()
     for tp, (committed, oldest) in stuck_partitions(consumer).items():
+        last = rewound.get(tp)
+        if last is not None and last[0] == committed and now - last[1] < REWIND_AGAIN_AFTER_S:
+            continue
+        rewound[tp] = (committed, now)
         log.warning(
             "%s[%d]: offsets %d to %d were never acknowledged, so nothing after %d can be committed; "
             "reading them again",
