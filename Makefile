@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 SHARED ?= ../shared
 
-.PHONY: demo system-deps venv test checks suite lint typecheck unit integration conformance scenarios kafka redis kube kube-build kube-build-background helm-build helm-build-background infra-fetch bench asyncapi-parser
+.PHONY: demo system-deps venv test checks suite soak-health-test lint typecheck unit integration conformance scenarios kafka redis kube kube-build kube-build-background helm-build helm-build-background infra-fetch bench asyncapi-parser
 
 demo: venv  ## run the embedded demo (one process, no Kafka)
 	$(BIN)/rollout demo
@@ -36,16 +36,22 @@ system-deps:  ## Debian packages for the full suite (redis-server, Java 17, Mave
 ## the whole suite on a fresh machine: installs what is missing, then lint, types, conformance,
 ## scenarios, unit, property, contract, integration and end-to-end tests (starts Kafka and Redis itself)
 test: venv kube-build-background helm-build-background system-deps infra-fetch asyncapi-parser
-	$(MAKE) --no-print-directory -j2 checks suite failover
+	$(MAKE) --no-print-directory -j2 checks suite failover soak-health-test
 
 ## lint, types, conformance and scenarios use the CPU while the suite mostly waits on its servers,
 ## so they run beside it (two jobs); when they are done the failover tests take their place beside
-## the suite (6 to 8 minutes for the four here; inside the suite they would take it past its 30); any
-## failure still fails `make test`
+## the suite (6 to 8 minutes for the four here; inside the suite they would take it past its 30), and
+## after them the 60 s health soak (2 to 4 minutes); any failure still fails `make test`
 checks: lint typecheck conformance scenarios
 
 suite: venv
 	$(BIN)/pytest -q --durations=30 -m "not failover_e2e and not health_soak"
+
+## the 60 s sustained run through the real health services (`make soak-health`'s test, 500 heartbeats/s
+## through two monitor workers to the planner with a rollout in progress); each of its waits is
+## bounded, so a stalled side fails it with where the topics and groups stood
+soak-health-test: venv infra-fetch
+	$(BIN)/pytest -q -m health_soak tests/load/test_health_soak.py
 
 ## the official AsyncAPI parser (npm), which the tests run with node on `rollout schemas asyncapi`
 ASYNCAPI_DIR := tests/asyncapi

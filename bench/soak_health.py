@@ -34,11 +34,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import contextlib
 import datetime as dt
 import json
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.health_scaling import APP_ID, _tree_cpu_s
 from bench.kafka_common import Services, enveloped, fresh_prefix, group_stable, infrastructure, load_average, percentile
+from bench.soak_health_waits import Progress, StalledError, committed, end_offsets, progress, until
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_common.events import ReleaseTarget
 from rollout_common.heartbeat import Heartbeat
@@ -60,12 +61,40 @@ NEW = "1.31.13-gke.1023000"
 STALENESS_LIMIT_S = 90.0  # the monitor's default
 SAMPLE_EVERY_S = 0.2
 TICK_S = 0.02  # the producer tops up its budget this often
-WARM_UP_TIMEOUT_S = 900.0
-START_TIMEOUT_S = 180.0
-DRAIN_TIMEOUT_S = 180.0
 LIMIT_READINESS_P99_S = 2.0  # issue 21's limit at 10,000 heartbeats/s
 LIMIT_RATE = 10_000.0
 LIMIT_MONITOR_AT_REST_US = 50.0  # issue 21: monitor CPU per heartbeat that changes nothing
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """How long each wait of the run may take. Past `start_s` or the warm-up's bound the run fails,
+    saying what it saw; past `drain_s` it ends, and its figures say what was left behind."""
+
+    start_s: float = 180.0  # each service's group formed; the rollout's first stage-advance
+    warm_up_s: float = 60.0  # every cluster's first readiness, plus `warm_up_s_per_cluster` each
+    warm_up_s_per_cluster: float = 0.003  # 300,000 clusters: 960 s
+    drain_s: float = 180.0
+
+    def warm_up(self, clusters: int) -> float:
+        return self.warm_up_s + clusters * self.warm_up_s_per_cluster
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What every step of a run needs: where it runs and how long it may wait."""
+
+    bootstrap: str
+    prefix: str
+    partitions: int
+    services: Services
+    bounds: Bounds
+
+    async def progress(self) -> Progress:
+        return await progress(self.bootstrap, self.prefix, heartbeat_partitions=self.partitions)
+
+    async def until(self, condition: Callable[[], Awaitable[bool]], *, timeout_s: float, what: str) -> None:
+        await until(condition, timeout_s=timeout_s, what=what, services=self.services, seen=self.progress)
 
 
 @dataclass
@@ -113,6 +142,8 @@ class SoakHealthResult:
     warm_up_s: float
     drain_s: float
     load: str
+    # where the run stood when the drain ran out ("" when it drained): which side stopped
+    stalled: str = ""
 
 
 @dataclass
@@ -248,19 +279,14 @@ def _readiness_record(tracker: _Tracker, body: dict[str, Any], partition: int, o
         tracker.readiness_lags.append(at - flipped)
 
 
-async def _committed(admin: AIOKafkaAdminClient, group: str, topic: str) -> dict[int, int]:
-    offsets = await admin.list_consumer_group_offsets(group)
-    return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic and meta.offset >= 0}
-
-
 async def _sample_commits(bootstrap: str, prefix: str, tracker: _Tracker) -> None:
     """Every `SAMPLE_EVERY_S` until cancelled: the monitors' and the planner's committed offsets."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
         while True:
-            monitors = await _committed(admin, prefix + APP_ID, prefix + HEARTBEATS.name)
-            planner = await _committed(admin, prefix + "planner", prefix + READINESS.name)
+            monitors = await committed(admin, prefix + APP_ID, prefix + HEARTBEATS.name)
+            planner = await committed(admin, prefix + "planner", prefix + READINESS.name)
             now = time.time()
             for partition, beats in tracker.beats.items():
                 while beats and beats[0][0] < monitors.get(partition, 0):
@@ -274,29 +300,29 @@ async def _sample_commits(bootstrap: str, prefix: str, tracker: _Tracker) -> Non
         await admin.close()
 
 
-async def _end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+async def _read_known(bootstrap: str, topic: str, known: set[str]) -> None:
+    """Until cancelled: every cluster with a readiness record from a heartbeat (not a stale mark)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
-        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
-        return {tp.partition: offset for tp, offset in ends.items()}
+        parts = [TopicPartition(topic, p) for p in range(READINESS.partitions)]
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        while True:
+            for records in (await consumer.getmany(timeout_ms=200, max_records=5000)).values():
+                for record in records:
+                    body = json.loads(record.value)
+                    if not (body.get("reason") or "").startswith("stale"):
+                        known.add(body["cluster"])
     finally:
         await consumer.stop()
 
 
-async def _until(condition: Any, *, timeout_s: float, services: Services, what: str) -> None:
-    try:
-        async with asyncio.timeout(timeout_s):
-            while not await condition():
-                services.check()
-                await asyncio.sleep(0.2)
-    except TimeoutError:
-        raise TimeoutError(f"soak-health: {what} not within {timeout_s:.0f} s") from None
-
-
-async def _warm_up(producer: AIOKafkaProducer, bootstrap: str, prefix: str, clusters: int, services: Services) -> None:
-    """Every cluster's first heartbeat, until each one's readiness is on its topic."""
-    topic = prefix + HEARTBEATS.name
+async def _warm_up(producer: AIOKafkaProducer, setup: _Setup, clusters: int) -> None:
+    """Every cluster's first heartbeat, until each one's readiness is on its topic. Counted by
+    cluster, not by record: a stall lets the monitors mark clusters stale, and those marks are
+    readiness records too."""
+    topic = setup.prefix + HEARTBEATS.name
     pending = []
     for i in range(clusters):
         key, value, headers = _heartbeat(cluster_name(i), ready=True, event_id=f"soak-first-{i}")
@@ -305,24 +331,52 @@ async def _warm_up(producer: AIOKafkaProducer, bootstrap: str, prefix: str, clus
             await asyncio.gather(*pending)
             pending.clear()
     await asyncio.gather(*pending)
+    known: set[str] = set()
+    reader = asyncio.create_task(_read_known(setup.bootstrap, setup.prefix + READINESS.name, known))
 
     async def all_known() -> bool:
-        ends = await _end_offsets(bootstrap, prefix + READINESS.name, READINESS.partitions)
-        return sum(ends.values()) >= clusters
+        if reader.done():
+            reader.result()  # re-raises what stopped it
+        return len(known) >= clusters
 
-    await _until(all_known, timeout_s=WARM_UP_TIMEOUT_S, services=services, what="every cluster's first readiness")
+    async def seen() -> str:
+        return f"{len(known):,} of {clusters:,} clusters known; {await setup.progress()}"
+
+    try:
+        await until(
+            all_known,
+            timeout_s=setup.bounds.warm_up(clusters),
+            what="every cluster's first readiness",
+            services=setup.services,
+            seen=seen,
+        )
+    finally:
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
 
 
-async def _start_rollout(producer: AIOKafkaProducer, bootstrap: str, prefix: str, services: Services) -> None:
-    release = ReleaseTarget(event_id=f"{prefix}release", channel="regular", targets={"1.30": NEW})
+async def _start_rollout(producer: AIOKafkaProducer, setup: _Setup) -> None:
+    release = ReleaseTarget(event_id=f"{setup.prefix}release", channel="regular", targets={"1.30": NEW})
     key, value, headers = enveloped(release, event_id=release.event_id, key="regular", source="platform-team")
-    await producer.send_and_wait(prefix + RELEASE_TARGETS.name, value, key=key, headers=list(headers.items()))
+    await producer.send_and_wait(setup.prefix + RELEASE_TARGETS.name, value, key=key, headers=list(headers.items()))
 
     async def advanced() -> bool:
-        ends = await _end_offsets(bootstrap, prefix + STAGE_ADVANCE.name, STAGE_ADVANCE.partitions)
+        ends = await end_offsets(setup.bootstrap, setup.prefix + STAGE_ADVANCE.name, STAGE_ADVANCE.partitions)
         return sum(ends.values()) > 0
 
-    await _until(advanced, timeout_s=START_TIMEOUT_S, services=services, what="the rollout's first stage-advance")
+    await setup.until(advanced, timeout_s=setup.bounds.start_s, what="the rollout's first stage-advance")
+
+
+async def _groups_formed(setup: _Setup, *, workers: int) -> None:
+    """The planner's group and the monitors' each Stable with all their members."""
+    for group, members in ((setup.prefix + "planner", 1), (setup.prefix + APP_ID, workers)):
+        try:
+            await group_stable(setup.bootstrap, group, members, timeout_s=setup.bounds.start_s)
+        except TimeoutError:
+            raise StalledError(
+                f"soak-health: group {group} not Stable with {members} members within {setup.bounds.start_s:.0f} s; "
+                f"seen: {await setup.progress()}"
+            ) from None
 
 
 def _start_services(services: Services, *, prefix: str, fleet: Path, workers: int, log_dir: Path) -> None:
@@ -361,6 +415,7 @@ async def run_async(
     interval_s: float = 30.0,
     flip_every: int = 100,
     partitions: int = HEARTBEATS.partitions,
+    bounds: Bounds = Bounds(),
 ) -> SoakHealthResult:
     """The sustained run (see the module's docstring) against the given broker and Redis."""
     load_before = load_average()
@@ -385,20 +440,21 @@ async def run_async(
             "ROLLOUT_LOG_LEVEL": "WARNING",
         },
     )
+    setup = _Setup(bootstrap=bootstrap, prefix=prefix, partitions=partitions, services=services, bounds=bounds)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=256 * 1024)
     tracker = _Tracker()
     tasks: list[asyncio.Task[None]] = []
+    stalled = ""
     try:
         _start_services(services, prefix=prefix, fleet=fleet, workers=workers, log_dir=log_dir)
-        await group_stable(bootstrap, prefix + "planner", 1, timeout_s=START_TIMEOUT_S)
-        await group_stable(bootstrap, prefix + APP_ID, workers, timeout_s=START_TIMEOUT_S)
+        await _groups_formed(setup, workers=workers)
         await producer.start()
         warm_started = time.monotonic()
-        await _warm_up(producer, bootstrap, prefix, clusters, services)
-        await _start_rollout(producer, bootstrap, prefix, services)
+        await _warm_up(producer, setup, clusters)
+        await _start_rollout(producer, setup)
         warm_up_s = time.monotonic() - warm_started
 
-        readiness_from = await _end_offsets(bootstrap, prefix + READINESS.name, READINESS.partitions)
+        readiness_from = await end_offsets(bootstrap, prefix + READINESS.name, READINESS.partitions)
         tasks.append(
             asyncio.create_task(
                 _read_readiness(bootstrap, prefix + READINESS.name, tracker, from_offsets=readiness_from)
@@ -425,11 +481,14 @@ async def run_async(
             waiting = any(tracker.beats.values()) or any(tracker.readiness.values())
             return not tracker.flips and not waiting
 
-        # A run the machine cannot carry may never drain: its figures still say how far behind it was.
-        with contextlib.suppress(TimeoutError):
-            await _until(drained, timeout_s=DRAIN_TIMEOUT_S, services=services, what="the run's readiness decided")
+        # A run the machine cannot carry may never drain: its figures still say how far behind it
+        # was, and where it stood says which side stopped.
+        try:
+            await setup.until(drained, timeout_s=bounds.drain_s, what="the run's readiness decided")
+        except StalledError as exc:
+            stalled = str(exc)
         drain_s = time.monotonic() - drain_started
-        advances = await _end_offsets(bootstrap, prefix + STAGE_ADVANCE.name, STAGE_ADVANCE.partitions)
+        advances = await end_offsets(bootstrap, prefix + STAGE_ADVANCE.name, STAGE_ADVANCE.partitions)
         stage_advances = sum(advances.values())
     finally:
         for task in tasks:
@@ -461,6 +520,7 @@ async def run_async(
         warm_up_s=round(warm_up_s, 1),
         drain_s=round(drain_s, 1),
         load=f"{load_before} before, {load_average()} after",
+        stalled=stalled,
     )
 
 
@@ -520,6 +580,8 @@ def table(result: SoakHealthResult) -> str:
         f"{result.warm_up_s:g} s, drain {result.drain_s:g} s; readiness p99 limit "
         f"{LIMIT_READINESS_P99_S:g} s: {verdict}; CPU s {result.cpu_s}; load {result.load}"
     )
+    if result.stalled:
+        lines.append(result.stalled)
     return "\n".join(lines)
 
 

@@ -11,6 +11,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.soak_health import SECTION_TITLE, _readiness_record, _Tracker, carry_over, place  # noqa: E402
+from bench.soak_health_waits import Progress  # noqa: E402
 
 
 def test_a_stale_mark_of_a_cluster_beating_within_the_limit_is_false() -> None:
@@ -45,3 +46,21 @@ def test_the_section_goes_before_the_notes_and_is_replaced_then_kept_by_a_rewrit
     assert second == first.replace("run one", "run two")
     assert carry_over(second, page) == second
     assert carry_over(page, "# Rewritten\n") == "# Rewritten\n"
+
+
+def test_where_a_stalled_run_stood_names_the_partitions_the_monitors_stopped_committing() -> None:
+    seen = Progress(
+        heartbeats={0: 3777, 1: 3683, 2: 3753, 3: 3777},
+        monitors_committed={0: 3777, 1: 3683, 2: 2, 3: 3},
+        readiness={0: 10, 1: 12},
+        planner_committed={0: 10, 1: 11},
+        stage_advances=3,
+        monitor_group="group Stable with 2 members",
+    )
+    assert seen.behind() == {2: (2, 3753), 3: (3, 3777)}
+    assert str(seen) == (
+        "heartbeat partitions the monitors have not committed to the end: 2: 2 of 3753, 3: 3 of 3777; "
+        'heartbeats end {"0": 3777, "1": 3683, "2": 3753, "3": 3777}, committed by the monitors '
+        '{"0": 3777, "1": 3683, "2": 2, "3": 3} (group Stable with 2 members); readiness end {"0": 10, "1": 12}, '
+        'committed by the planner {"0": 10, "1": 11}; stage-advances 3'
+    )

@@ -40,6 +40,7 @@ import faust
 from mode import ServiceT
 
 from rollout_adapters import faust_message_dispatch, faust_uncommitted_seek, kafka_fetcher_close, kafka_records
+from rollout_adapters.faust_commit_gap import install as rewind_commit_gaps
 from rollout_adapters.faust_credentials import broker_credentials
 from rollout_adapters.memory_bus import kafka_partition
 from rollout_common.dead_letters import dead_letter
@@ -129,6 +130,7 @@ class HealthMonitor:
         # offset: without this, a worker killed before its first commit left its successor to start
         # at the end of the log and never judge the heartbeats in between (BUS-4)
         faust_uncommitted_seek.install()
+        rewind_commit_gaps()  # faust never commits a partition again past records it skipped
         # faust made four tasks for every record it handed to the agent's stream
         faust_message_dispatch.install()
         self.app = MonitorApp(
