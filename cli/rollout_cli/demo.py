@@ -77,6 +77,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "rollout demo --scenario scenario.yaml --json",
         ],
     )
+    _fleet_options(demo)
+    _output_options(demo)
+    _dashboard_options(demo)
+    demo.set_defaults(handler=run_demo)
+
+
+def _fleet_options(demo: argparse.ArgumentParser) -> None:
     demo.add_argument(
         "--clusters",
         type=int,
@@ -92,6 +99,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help=f"simulated seconds per wall second (default {DEFAULT_SPEED:g}); 0 = as fast as "
         f"possible. Quiet stretches are fast-forwarded in at most {MAX_GAP_WALL:g} s",
     )
+
+
+def _output_options(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--no-live", action="store_true", help="print timestamped log lines instead of a live view")
     demo.add_argument(
         "--scenario", type=Path, metavar="FILE", help="run this scenario file instead, e.g. scenario.yaml"
@@ -103,6 +113,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="run to simulated time T (such as 2h or 9h10m after the start) as fast as possible, print the "
         "`rollout status` screen of that moment and exit; with --json, the status document instead",
     )
+
+
+def _dashboard_options(demo: argparse.ArgumentParser) -> None:
     demo.add_argument(
         "--dashboard-port",
         type=int,
@@ -124,7 +137,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="store_true",
         help="keep the web dashboard up after the run until Ctrl-C (the default when run from a terminal)",
     )
-    demo.set_defaults(handler=run_demo)
 
 
 class DemoError(Exception):
@@ -133,10 +145,7 @@ class DemoError(Exception):
 
 def run_demo(args: argparse.Namespace) -> int:
     try:
-        scenario = _scenario_from(args)
-        speed = _checked_speed(args.speed)
-        status_at = _checked_status_at(args.status_at, until=scenario.until)
-        sim = Simulator(scenario)
+        sim, speed, status_at = _checked_request(args)
     except (DemoError, ScenarioError, ValueError) as exc:
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return ExitCode.REJECTED
@@ -145,28 +154,45 @@ def run_demo(args: argparse.Namespace) -> int:
         return _status_at(sim, status_at, console=console, as_json=args.json)
     observer = Observer(sim)
     web = None if args.json or args.no_dashboard else WebDashboard(sim)
-    if web is not None:
-        try:
-            url = _start_dashboard(web, host=args.dashboard_host, port=args.dashboard_port)
-        except OSError as exc:
-            print(f"error: the dashboard cannot listen on {args.dashboard_host}: {exc}", file=sys.stderr)
-            return 2
-        # stderr: stdout is the log (--no-live) or the live view
-        print(f"dashboard: {url}", file=sys.stderr, flush=True)
+    if web is not None and not _dashboard_started(web, args):
+        return 2
     try:
         _run(sim, observer, args=args, speed=speed, console=console, web=web)
-        # a person at a terminal gets to look at the finished rollout; a script or a pipe gets its exit
-        if web is not None and (args.keep_serving or (sys.stdin.isatty() and sys.stdout.isatty())):
-            print(
-                f"the run is over; the dashboard stays at {url_of(args.dashboard_host, web.port)} until Ctrl-C",
-                file=sys.stderr,
-                flush=True,
-            )
-            _wait_for_interrupt()
+        _keep_serving_if_asked(web, args)
     finally:
         if web is not None:
             web.stop()
     return 0
+
+
+def _checked_request(args: argparse.Namespace) -> tuple[Simulator, float, float | None]:
+    """The simulator of the scenario asked for, the speed and the --status-at moment, all checked."""
+    scenario = _scenario_from(args)
+    speed = _checked_speed(args.speed)
+    status_at = _checked_status_at(args.status_at, until=scenario.until)
+    return Simulator(scenario), speed, status_at
+
+
+def _dashboard_started(web: WebDashboard, args: argparse.Namespace) -> bool:
+    try:
+        url = _start_dashboard(web, host=args.dashboard_host, port=args.dashboard_port)
+    except OSError as exc:
+        print(f"error: the dashboard cannot listen on {args.dashboard_host}: {exc}", file=sys.stderr)
+        return False
+    # stderr: stdout is the log (--no-live) or the live view
+    print(f"dashboard: {url}", file=sys.stderr, flush=True)
+    return True
+
+
+def _keep_serving_if_asked(web: WebDashboard | None, args: argparse.Namespace) -> None:
+    # a person at a terminal gets to look at the finished rollout; a script or a pipe gets its exit
+    if web is not None and (args.keep_serving or (sys.stdin.isatty() and sys.stdout.isatty())):
+        print(
+            f"the run is over; the dashboard stays at {url_of(args.dashboard_host, web.port)} until Ctrl-C",
+            file=sys.stderr,
+            flush=True,
+        )
+        _wait_for_interrupt()
 
 
 def _run(
@@ -179,6 +205,28 @@ def _run(
     web: WebDashboard | None,
 ) -> None:
     began = time.monotonic()
+    _drive_as_asked(sim, observer, args=args, speed=speed, console=console, web=web)
+    sim.finish()
+    if web is not None:
+        web.publish(force=True)
+    summary = Summary.of(sim, observer, wall=time.monotonic() - began)
+    if args.json:
+        json.dump(summary.as_json(), sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        summary.show(console)
+
+
+def _drive_as_asked(
+    sim: Simulator,
+    observer: Observer,
+    *,
+    args: argparse.Namespace,
+    speed: float,
+    console: Console,
+    web: WebDashboard | None,
+) -> None:
+    """Run the simulation to its end: unpaced for --json, logged for --no-live, drawn live otherwise."""
 
     def published(t: float) -> None:
         if web is not None:
@@ -195,15 +243,6 @@ def _run(
         drive(sim, Pacer(speed), on_step=logged)
     else:
         _run_live(sim, observer, speed=speed, console=console, on_step=published)
-    sim.finish()
-    if web is not None:
-        web.publish(force=True)
-    summary = Summary.of(sim, observer, wall=time.monotonic() - began)
-    if args.json:
-        json.dump(summary.as_json(), sys.stdout)
-        sys.stdout.write("\n")
-    else:
-        summary.show(console)
 
 
 def _start_dashboard(web: WebDashboard, *, host: str, port: int | None) -> str:
