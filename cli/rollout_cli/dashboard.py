@@ -149,6 +149,13 @@ def _partition_rows(tracks: Sequence[Mapping[str, Any]]) -> tuple[list[int], int
 
 
 def partitions_table(doc: Doc) -> Table:
+    table = _partitions_frame()
+    for stage in doc["stages"]:
+        _add_partition_rows(table, stage)
+    return tables.folding(table)
+
+
+def _partitions_frame() -> Table:
     table = Table(
         box=_LIVE_BOX,
         expand=True,
@@ -165,24 +172,26 @@ def partitions_table(doc: Doc) -> Table:
     table.add_column("unavail", justify="right", min_width=7)
     for name in TRACK_NAMES:
         table.add_column(f"{name}: not done", no_wrap=True)
-    for stage in doc["stages"]:
-        tracks = [stage["tracks"][name] for name in TRACK_NAMES]
-        rows, hidden = _partition_rows(tracks)
-        for position, index in enumerate(rows):
-            partition = tracks[0]["partitions"][index]
-            cells = [_partition_cell(t["partitions"][index], reached=t["state"] != "PENDING") for t in tracks]
-            unavailable = partition["unavailable"]
-            table.add_row(
-                Text(stage["name"], style="bold") if position == 0 else "",
-                partition["name"],
-                str(partition["clusters"]),
-                str(partition["maxUnavailable"]),
-                Text(str(unavailable), style="yellow" if unavailable > partition["maxUnavailable"] else ""),
-                *cells,
-            )
-        if hidden:
-            table.add_row("", Text(f"+{hidden} finished partition(s)", style="dim"), "", "", "", "", "")
-    return tables.folding(table)
+    return table
+
+
+def _add_partition_rows(table: Table, stage: Mapping[str, Any]) -> None:
+    tracks = [stage["tracks"][name] for name in TRACK_NAMES]
+    rows, hidden = _partition_rows(tracks)
+    for position, index in enumerate(rows):
+        partition = tracks[0]["partitions"][index]
+        cells = [_partition_cell(t["partitions"][index], reached=t["state"] != "PENDING") for t in tracks]
+        unavailable = partition["unavailable"]
+        table.add_row(
+            Text(stage["name"], style="bold") if position == 0 else "",
+            partition["name"],
+            str(partition["clusters"]),
+            str(partition["maxUnavailable"]),
+            Text(str(unavailable), style="yellow" if unavailable > partition["maxUnavailable"] else ""),
+            *cells,
+        )
+    if hidden:
+        table.add_row("", Text(f"+{hidden} finished partition(s)", style="dim"), "", "", "", "", "")
 
 
 def waits_table(doc: Doc, *, clock: float | None = None) -> RenderableType:
@@ -259,6 +268,15 @@ def attention_text(doc: Doc, *, clock: float | None) -> RenderableType | None:
     block = doc.get("attention")
     if not block:
         return None
+    rows = [*_failed_rows(block), *_mismatch_rows(block)]
+    paused = (_window_row(block, clock=clock), _budget_row(block, clock=clock), _deprecated_row(block))
+    rows += [row for row in paused if row is not None]
+    if not rows:
+        return None
+    return Text("\n").join(rows)
+
+
+def _failed_rows(block: Mapping[str, Any]) -> list[Text]:
     rows: list[Text] = []
     for failed in block.get("failed", [])[:_ATTENTION_ROWS]:
         line = Text("FAILED ", style="bold red")
@@ -267,7 +285,11 @@ def attention_text(doc: Doc, *, clock: float | None) -> RenderableType | None:
             line.append(f" -> {failed['version']}")
         line.append(f": {failed['error']}")
         rows.append(line)
-    rows += _more(block.get("failedTotal", 0), min(len(block.get("failed", [])), _ATTENTION_ROWS), "failed")
+    return rows + _more(block.get("failedTotal", 0), min(len(block.get("failed", [])), _ATTENTION_ROWS), "failed")
+
+
+def _mismatch_rows(block: Mapping[str, Any]) -> list[Text]:
+    rows: list[Text] = []
     mismatched = block.get("versionMismatch", [])  # absent in documents of planners before it
     for entry in mismatched[:_ATTENTION_ROWS]:
         line = Text("NOT_READY ", style="bold yellow")
@@ -277,43 +299,50 @@ def attention_text(doc: Doc, *, clock: float | None) -> RenderableType | None:
             )
         )
         rows.append(line)
-    rows += _more(
+    return rows + _more(
         block.get("versionMismatchTotal", 0), min(len(mismatched), _ATTENTION_ROWS), "reporting another version"
     )
+
+
+def _window_row(block: Mapping[str, Any], *, clock: float | None) -> Text | None:
     window = block.get("pausedWindow", [])
-    if window:
-        first = window[0]
-        opens = (
-            "never (an exclusion with no end)" if first["until"] is None else until_text(first["until"], clock=clock)
-        )
-        line = Text("PAUSED ", style="yellow")
-        line.append(
-            f"MAINTENANCE_POLICY {block.get('pausedWindowTotal', len(window))} cluster track(s): "
-            f"{names_text([w['cluster'] for w in window], total=block.get('pausedWindowTotal'))}; "
-            f"next window opens {opens}"
-        )
-        rows.append(line)
-    budget = block.get("pausedBudget", [])
-    if budget:
-        total = block.get("pausedBudgetTotal", len(budget))
-        line = Text("PAUSED ", style="yellow")
-        line.append(
-            f"DISRUPTION_BUDGET {total} cluster track(s): {names_text([b['cluster'] for b in budget], total=total)}; "
-            f"the first budget ends {until_text(budget[0]['until'], clock=clock)}"
-        )
-        rows.append(line)
-    deprecated = block.get("pausedDeprecated", [])
-    if deprecated:
-        line = Text("PAUSED ", style="yellow")
-        line.append(
-            f"DEPRECATED_API {block.get('pausedDeprecatedTotal', len(deprecated))} cluster(s): "
-            f"{names_text(deprecated, total=block.get('pausedDeprecatedTotal'))}; "
-            "fix their workloads, then clear the flag in the inventory"
-        )
-        rows.append(line)
-    if not rows:
+    if not window:
         return None
-    return Text("\n").join(rows)
+    first = window[0]
+    opens = "never (an exclusion with no end)" if first["until"] is None else until_text(first["until"], clock=clock)
+    line = Text("PAUSED ", style="yellow")
+    line.append(
+        f"MAINTENANCE_POLICY {block.get('pausedWindowTotal', len(window))} cluster track(s): "
+        f"{names_text([w['cluster'] for w in window], total=block.get('pausedWindowTotal'))}; "
+        f"next window opens {opens}"
+    )
+    return line
+
+
+def _budget_row(block: Mapping[str, Any], *, clock: float | None) -> Text | None:
+    budget = block.get("pausedBudget", [])
+    if not budget:
+        return None
+    total = block.get("pausedBudgetTotal", len(budget))
+    line = Text("PAUSED ", style="yellow")
+    line.append(
+        f"DISRUPTION_BUDGET {total} cluster track(s): {names_text([b['cluster'] for b in budget], total=total)}; "
+        f"the first budget ends {until_text(budget[0]['until'], clock=clock)}"
+    )
+    return line
+
+
+def _deprecated_row(block: Mapping[str, Any]) -> Text | None:
+    deprecated = block.get("pausedDeprecated", [])
+    if not deprecated:
+        return None
+    line = Text("PAUSED ", style="yellow")
+    line.append(
+        f"DEPRECATED_API {block.get('pausedDeprecatedTotal', len(deprecated))} cluster(s): "
+        f"{names_text(deprecated, total=block.get('pausedDeprecatedTotal'))}; "
+        "fix their workloads, then clear the flag in the inventory"
+    )
+    return line
 
 
 def _more(total: int, shown: int, what: str) -> list[Text]:
@@ -340,6 +369,22 @@ def status_view(
     footer: str = "",
 ) -> RenderableType:
     """The one screen `rollout status`, `rollout watch` and `rollout demo` draw."""
+    parts = _status_parts(doc, clock=clock)
+    lines = list(recent)
+    if lines:
+        parts.append(_recent_panel(lines))
+    subtitle = Text(footer, style="dim") if footer else None
+    return Panel(
+        Group(*parts),
+        title=f"[bold]{title}[/]  {clock_label} {clock_text(clock, origin=origin)}",
+        title_align="left",
+        subtitle=subtitle,
+        subtitle_align="right",
+    )
+
+
+def _status_parts(doc: Doc, *, clock: float) -> list[RenderableType]:
+    """The screen's blocks in order; the optional ones (gates, checks, attention, wake-up) when present."""
     parts: list[RenderableType] = [
         rollouts_text(doc, clock=clock),
         stages_table(doc, clock=clock),
@@ -355,23 +400,15 @@ def status_view(
     for extra in extras:
         if extra is not None:
             parts.append(extra)
-    lines = list(recent)
-    if lines:
-        parts.append(
-            Panel(
-                Text("\n".join(lines), overflow="ellipsis", no_wrap=True),
-                title="Latest events",
-                title_align="left",
-                border_style="dim",
-            )
-        )
-    subtitle = Text(footer, style="dim") if footer else None
+    return parts
+
+
+def _recent_panel(lines: list[str]) -> Panel:
     return Panel(
-        Group(*parts),
-        title=f"[bold]{title}[/]  {clock_label} {clock_text(clock, origin=origin)}",
+        Text("\n".join(lines), overflow="ellipsis", no_wrap=True),
+        title="Latest events",
         title_align="left",
-        subtitle=subtitle,
-        subtitle_align="right",
+        border_style="dim",
     )
 
 
