@@ -20,8 +20,17 @@ from rollout_planner.simulation.runner import SimulationError, simulate
 from rollout_planner.simulation.scenario import ScenarioError, load_scenario
 from rollout_planner.simulation.validation import validate_file
 
+# `rollout plan` lists this many batches; --json has them all
+_BATCHES_SHOWN = 40
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    _register_validate(sub)
+    _register_plan(sub)
+    _register_simulate(sub)
+
+
+def _register_validate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     validate = help_text.command(
         sub,
         "validate",
@@ -32,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     validate.add_argument("file", type=Path, help="the file to check, e.g. fleet.yaml")
     validate.set_defaults(handler=run_validate)
+
+
+def _register_plan(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     plan = help_text.command(
         sub,
         "plan",
@@ -44,6 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     plan.add_argument("--json", action="store_true", help="print the plan as one JSON object, e.g. for jq")
     plan.add_argument("--clusters", action="store_true", help="list every cluster's eligibility, e.g. --clusters")
     plan.set_defaults(handler=run_plan)
+
+
+def _register_simulate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     simulate_cmd = help_text.command(
         sub,
         "simulate",
@@ -120,6 +135,17 @@ def run_plan(args: argparse.Namespace) -> int:
 
 def _print_plan(result: dict[str, Any], *, show_clusters: bool) -> None:
     console = Console()
+    tables.show(console, _stages_table(result))
+    _print_gates(console, result["stages"])
+    tables.show(console, _batches_table(result["batches"]))
+    if len(result["batches"]) > _BATCHES_SHOWN:
+        console.print(f"... {len(result['batches']) - _BATCHES_SHOWN} more batches (--json shows all)")
+    _print_eligibility(console, result["eligibility"], show_all=show_clusters)
+    for warning in result["warnings"]:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+
+
+def _stages_table(result: dict[str, Any]) -> Table:
     stages = Table(title=f"plan: {result['name']}")
     for column in ("stage", "clusters", "partitions (size / maxUnavailable)", "controlPlane", "nodes"):
         stages.add_column(column)
@@ -130,26 +156,27 @@ def _print_plan(result: dict[str, Any], *, show_clusters: bool) -> None:
         budget = "minUpgradeInterval" in stage.get("gates", {})
         cells = [_window(stage["timeline"][t], budget=budget) for t in ("controlPlane", "nodes")]
         stages.add_row(stage["name"], str(stage["clusters"]), parts or "-", *cells)
-    tables.show(console, stages)
-    for stage in result["stages"]:
+    return stages
+
+
+def _print_gates(console: Console, stages: list[dict[str, Any]]) -> None:
+    for stage in stages:
         for line in _gate_lines(stage.get("gates", {})):
             # one unwrapped line per gate, as written: a query or condition is not rich markup
             console.print(f"{stage['name']}: {line}", markup=False, soft_wrap=True)
-    batches = Table(title="batch order (ideal run: no failures, no outages)")
+
+
+def _batches_table(batches: list[dict[str, Any]]) -> Table:
+    table = Table(title="batch order (ideal run: no failures, no outages)")
     for column in ("at", "stage", "track", "partition", "version", "clusters"):
-        batches.add_column(column)
-    for batch in result["batches"][:40]:
+        table.add_column(column)
+    for batch in batches[:_BATCHES_SHOWN]:
         names = batch["clusters"]
         shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
-        batches.add_row(
+        table.add_row(
             batch["at"], batch["stage"], batch["track"], batch["partition"], batch["version"], f"{len(names)}: {shown}"
         )
-    tables.show(console, batches)
-    if len(result["batches"]) > 40:
-        console.print(f"... {len(result['batches']) - 40} more batches (--json shows all)")
-    _print_eligibility(console, result["eligibility"], show_all=show_clusters)
-    for warning in result["warnings"]:
-        console.print(f"[yellow]warning:[/yellow] {warning}")
+    return table
 
 
 def _gate_lines(gates: dict[str, Any]) -> list[str]:
