@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from rollout_cli import help_text, tables
-from rollout_cli.dashboard import spinner
 from rollout_cli.exit_codes import ExitCode
+from rollout_cli.progress_bars import spinner
 from rollout_common.duration import format_duration
 from rollout_planner.simulation.preview import preview
 from rollout_planner.simulation.runner import SimulationError, simulate

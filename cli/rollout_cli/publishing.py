@@ -16,8 +16,8 @@ from pydantic import BaseModel, ValidationError
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_cli import ctrl_c
 from rollout_cli.clients import CONNECT_TIMEOUT_S, kafka_bus, kafka_errors
-from rollout_cli.dashboard import ProgressCount
 from rollout_cli.exit_codes import BadInputError
+from rollout_cli.progress_bars import ProgressCount
 from rollout_common import envelope
 from rollout_common.topics import ALL
 from rollout_common.topics.catalog import TopicDef

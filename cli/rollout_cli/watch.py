@@ -20,9 +20,10 @@ from rich.live import Live
 from rollout_cli import ctrl_c, help_text
 from rollout_cli.async_command import async_command
 from rollout_cli.clients import CONNECT_TIMEOUT_S, kafka_bus, kafka_errors
-from rollout_cli.dashboard import ProgressModel, status_view
+from rollout_cli.dashboard import status_view
 from rollout_cli.exit_codes import ExitCode
 from rollout_cli.options import common_options, positive_int
+from rollout_cli.progress_model import ProgressModel
 from rollout_cli.status import status_if_any
 from rollout_common import envelope
 from rollout_common.errors import InvalidInputError
