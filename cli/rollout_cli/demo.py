@@ -12,6 +12,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -128,7 +129,7 @@ def run_demo(args: argparse.Namespace) -> int:
     if web is not None and not _dashboard_started(web, args):
         return 2
     try:
-        _run(sim, observer, args=args, speed=speed, console=console, web=web)
+        _Run(sim=sim, observer=observer, args=args, speed=speed, console=console, web=web).go()
         _keep_serving_if_asked(web, args)
     finally:
         if web is not None:
@@ -166,54 +167,48 @@ def _keep_serving_if_asked(web: WebDashboard | None, args: argparse.Namespace) -
         _wait_for_interrupt()
 
 
-def _run(
-    sim: Simulator,
-    observer: Observer,
-    *,
-    args: argparse.Namespace,
-    speed: float,
-    console: Console,
-    web: WebDashboard | None,
-) -> None:
-    began = time.monotonic()
-    _drive_as_asked(sim, observer, args=args, speed=speed, console=console, web=web)
-    sim.finish()
-    if web is not None:
-        web.publish(force=True)
-    summary = Summary.of(sim, observer, wall=time.monotonic() - began)
-    if args.json:
-        json.dump(summary.as_json(), sys.stdout)
-        sys.stdout.write("\n")
-    else:
-        summary.show(console)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Run:
+    """One run of the demo: the simulator, its observer, and how the person asked to see it."""
 
+    sim: Simulator
+    observer: Observer
+    args: argparse.Namespace
+    speed: float
+    console: Console
+    web: WebDashboard | None
 
-def _drive_as_asked(
-    sim: Simulator,
-    observer: Observer,
-    *,
-    args: argparse.Namespace,
-    speed: float,
-    console: Console,
-    web: WebDashboard | None,
-) -> None:
-    """Run the simulation to its end: unpaced for --json, logged for --no-live, drawn live otherwise."""
+    def go(self) -> None:
+        began = time.monotonic()
+        self._drive()
+        self.sim.finish()
+        if self.web is not None:
+            self.web.publish(force=True)
+        summary = Summary.of(self.sim, self.observer, wall=time.monotonic() - began)
+        if self.args.json:
+            json.dump(summary.as_json(), sys.stdout)
+            sys.stdout.write("\n")
+        else:
+            summary.show(self.console)
 
-    def published(t: float) -> None:
-        if web is not None:
-            web.publish()
+    def _drive(self) -> None:
+        """Run the simulation to its end: unpaced for --json, logged for --no-live, drawn live otherwise."""
 
-    if args.json:
-        drive(sim, Pacer(0.0), on_step=lambda t: observer.after_step(t))
-    elif args.no_live:
+        def published(t: float) -> None:
+            if self.web is not None:
+                self.web.publish()
 
-        def logged(t: float) -> None:
-            _print_lines(observer.after_step(t), sim)
-            published(t)
+        if self.args.json:
+            drive(self.sim, Pacer(0.0), on_step=lambda t: self.observer.after_step(t))
+        elif self.args.no_live:
 
-        drive(sim, Pacer(speed), on_step=logged)
-    else:
-        _run_live(sim, observer, speed=speed, console=console, on_step=published)
+            def logged(t: float) -> None:
+                _print_lines(self.observer.after_step(t), self.sim)
+                published(t)
+
+            drive(self.sim, Pacer(self.speed), on_step=logged)
+        else:
+            _run_live(self.sim, self.observer, speed=self.speed, console=self.console, on_step=published)
 
 
 def _wait_for_interrupt() -> None:
