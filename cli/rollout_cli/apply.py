@@ -12,9 +12,9 @@ from rollout_cli import help_text
 from rollout_cli.acks import published_and_answered, report
 from rollout_cli.async_command import async_command
 from rollout_cli.clients import with_store
-from rollout_cli.dashboard import ProgressCount, spinner
 from rollout_cli.exit_codes import BadInputError, ExitCode
 from rollout_cli.options import ack_options, common_options
+from rollout_cli.progress_bars import ProgressCount, spinner
 from rollout_cli.publishing import publish, user, validated
 from rollout_cli.status import status_if_any
 from rollout_common.events import InventoryChange, SequenceChange

@@ -1,30 +1,26 @@
-"""Rich rendering of a rollout status document: the one status screen, the demo's summary, progress.
+"""Rich rendering of a rollout status document: the one status screen and the demo's summary.
 
 The input is the planner's status document (SPEC STAT-2..5, built by
 `rollout_planner.service.status_document`): rollouts, `stage_view` per stage, the next wake-up and the
 clusters that need attention. `rollout status` draws it as stored, `rollout demo` as the simulator
-goes, `rollout watch` as progress events move it on (`ProgressModel`): one renderer, one look.
+goes, `rollout watch` as progress events move it on (`progress_model`): one renderer, one look.
 Nothing here touches the engine; every key beyond `now` and `stages` is optional.
 """
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 from rich.text import Text
 
 from rollout_cli import tables
-from rollout_cli.gate_events import gate_waits, record_approval_ack, record_gate
 from rollout_cli.gate_tables import checks_table, gates_table
 from rollout_common.status_words import (
     TRACK_NAMES,
@@ -149,6 +145,13 @@ def _partition_rows(tracks: Sequence[Mapping[str, Any]]) -> tuple[list[int], int
 
 
 def partitions_table(doc: Doc) -> Table:
+    table = _partitions_frame()
+    for stage in doc["stages"]:
+        _add_partition_rows(table, stage)
+    return tables.folding(table)
+
+
+def _partitions_frame() -> Table:
     table = Table(
         box=_LIVE_BOX,
         expand=True,
@@ -165,24 +168,26 @@ def partitions_table(doc: Doc) -> Table:
     table.add_column("unavail", justify="right", min_width=7)
     for name in TRACK_NAMES:
         table.add_column(f"{name}: not done", no_wrap=True)
-    for stage in doc["stages"]:
-        tracks = [stage["tracks"][name] for name in TRACK_NAMES]
-        rows, hidden = _partition_rows(tracks)
-        for position, index in enumerate(rows):
-            partition = tracks[0]["partitions"][index]
-            cells = [_partition_cell(t["partitions"][index], reached=t["state"] != "PENDING") for t in tracks]
-            unavailable = partition["unavailable"]
-            table.add_row(
-                Text(stage["name"], style="bold") if position == 0 else "",
-                partition["name"],
-                str(partition["clusters"]),
-                str(partition["maxUnavailable"]),
-                Text(str(unavailable), style="yellow" if unavailable > partition["maxUnavailable"] else ""),
-                *cells,
-            )
-        if hidden:
-            table.add_row("", Text(f"+{hidden} finished partition(s)", style="dim"), "", "", "", "", "")
-    return tables.folding(table)
+    return table
+
+
+def _add_partition_rows(table: Table, stage: Mapping[str, Any]) -> None:
+    tracks = [stage["tracks"][name] for name in TRACK_NAMES]
+    rows, hidden = _partition_rows(tracks)
+    for position, index in enumerate(rows):
+        partition = tracks[0]["partitions"][index]
+        cells = [_partition_cell(t["partitions"][index], reached=t["state"] != "PENDING") for t in tracks]
+        unavailable = partition["unavailable"]
+        table.add_row(
+            Text(stage["name"], style="bold") if position == 0 else "",
+            partition["name"],
+            str(partition["clusters"]),
+            str(partition["maxUnavailable"]),
+            Text(str(unavailable), style="yellow" if unavailable > partition["maxUnavailable"] else ""),
+            *cells,
+        )
+    if hidden:
+        table.add_row("", Text(f"+{hidden} finished partition(s)", style="dim"), "", "", "", "", "")
 
 
 def waits_table(doc: Doc, *, clock: float | None = None) -> RenderableType:
@@ -259,6 +264,15 @@ def attention_text(doc: Doc, *, clock: float | None) -> RenderableType | None:
     block = doc.get("attention")
     if not block:
         return None
+    rows = [*_failed_rows(block), *_mismatch_rows(block)]
+    paused = (_window_row(block, clock=clock), _budget_row(block, clock=clock), _deprecated_row(block))
+    rows += [row for row in paused if row is not None]
+    if not rows:
+        return None
+    return Text("\n").join(rows)
+
+
+def _failed_rows(block: Mapping[str, Any]) -> list[Text]:
     rows: list[Text] = []
     for failed in block.get("failed", [])[:_ATTENTION_ROWS]:
         line = Text("FAILED ", style="bold red")
@@ -267,7 +281,11 @@ def attention_text(doc: Doc, *, clock: float | None) -> RenderableType | None:
             line.append(f" -> {failed['version']}")
         line.append(f": {failed['error']}")
         rows.append(line)
-    rows += _more(block.get("failedTotal", 0), min(len(block.get("failed", [])), _ATTENTION_ROWS), "failed")
+    return rows + _more(block.get("failedTotal", 0), min(len(block.get("failed", [])), _ATTENTION_ROWS), "failed")
+
+
+def _mismatch_rows(block: Mapping[str, Any]) -> list[Text]:
+    rows: list[Text] = []
     mismatched = block.get("versionMismatch", [])  # absent in documents of planners before it
     for entry in mismatched[:_ATTENTION_ROWS]:
         line = Text("NOT_READY ", style="bold yellow")
@@ -277,43 +295,50 @@ def attention_text(doc: Doc, *, clock: float | None) -> RenderableType | None:
             )
         )
         rows.append(line)
-    rows += _more(
+    return rows + _more(
         block.get("versionMismatchTotal", 0), min(len(mismatched), _ATTENTION_ROWS), "reporting another version"
     )
+
+
+def _window_row(block: Mapping[str, Any], *, clock: float | None) -> Text | None:
     window = block.get("pausedWindow", [])
-    if window:
-        first = window[0]
-        opens = (
-            "never (an exclusion with no end)" if first["until"] is None else until_text(first["until"], clock=clock)
-        )
-        line = Text("PAUSED ", style="yellow")
-        line.append(
-            f"MAINTENANCE_POLICY {block.get('pausedWindowTotal', len(window))} cluster track(s): "
-            f"{names_text([w['cluster'] for w in window], total=block.get('pausedWindowTotal'))}; "
-            f"next window opens {opens}"
-        )
-        rows.append(line)
-    budget = block.get("pausedBudget", [])
-    if budget:
-        total = block.get("pausedBudgetTotal", len(budget))
-        line = Text("PAUSED ", style="yellow")
-        line.append(
-            f"DISRUPTION_BUDGET {total} cluster track(s): {names_text([b['cluster'] for b in budget], total=total)}; "
-            f"the first budget ends {until_text(budget[0]['until'], clock=clock)}"
-        )
-        rows.append(line)
-    deprecated = block.get("pausedDeprecated", [])
-    if deprecated:
-        line = Text("PAUSED ", style="yellow")
-        line.append(
-            f"DEPRECATED_API {block.get('pausedDeprecatedTotal', len(deprecated))} cluster(s): "
-            f"{names_text(deprecated, total=block.get('pausedDeprecatedTotal'))}; "
-            "fix their workloads, then clear the flag in the inventory"
-        )
-        rows.append(line)
-    if not rows:
+    if not window:
         return None
-    return Text("\n").join(rows)
+    first = window[0]
+    opens = "never (an exclusion with no end)" if first["until"] is None else until_text(first["until"], clock=clock)
+    line = Text("PAUSED ", style="yellow")
+    line.append(
+        f"MAINTENANCE_POLICY {block.get('pausedWindowTotal', len(window))} cluster track(s): "
+        f"{names_text([w['cluster'] for w in window], total=block.get('pausedWindowTotal'))}; "
+        f"next window opens {opens}"
+    )
+    return line
+
+
+def _budget_row(block: Mapping[str, Any], *, clock: float | None) -> Text | None:
+    budget = block.get("pausedBudget", [])
+    if not budget:
+        return None
+    total = block.get("pausedBudgetTotal", len(budget))
+    line = Text("PAUSED ", style="yellow")
+    line.append(
+        f"DISRUPTION_BUDGET {total} cluster track(s): {names_text([b['cluster'] for b in budget], total=total)}; "
+        f"the first budget ends {until_text(budget[0]['until'], clock=clock)}"
+    )
+    return line
+
+
+def _deprecated_row(block: Mapping[str, Any]) -> Text | None:
+    deprecated = block.get("pausedDeprecated", [])
+    if not deprecated:
+        return None
+    line = Text("PAUSED ", style="yellow")
+    line.append(
+        f"DEPRECATED_API {block.get('pausedDeprecatedTotal', len(deprecated))} cluster(s): "
+        f"{names_text(deprecated, total=block.get('pausedDeprecatedTotal'))}; "
+        "fix their workloads, then clear the flag in the inventory"
+    )
+    return line
 
 
 def _more(total: int, shown: int, what: str) -> list[Text]:
@@ -340,6 +365,22 @@ def status_view(
     footer: str = "",
 ) -> RenderableType:
     """The one screen `rollout status`, `rollout watch` and `rollout demo` draw."""
+    parts = _status_parts(doc, clock=clock)
+    lines = list(recent)
+    if lines:
+        parts.append(_recent_panel(lines))
+    subtitle = Text(footer, style="dim") if footer else None
+    return Panel(
+        Group(*parts),
+        title=f"[bold]{title}[/]  {clock_label} {clock_text(clock, origin=origin)}",
+        title_align="left",
+        subtitle=subtitle,
+        subtitle_align="right",
+    )
+
+
+def _status_parts(doc: Doc, *, clock: float) -> list[RenderableType]:
+    """The screen's blocks in order; the optional ones (gates, checks, attention, wake-up) when present."""
     parts: list[RenderableType] = [
         rollouts_text(doc, clock=clock),
         stages_table(doc, clock=clock),
@@ -355,23 +396,15 @@ def status_view(
     for extra in extras:
         if extra is not None:
             parts.append(extra)
-    lines = list(recent)
-    if lines:
-        parts.append(
-            Panel(
-                Text("\n".join(lines), overflow="ellipsis", no_wrap=True),
-                title="Latest events",
-                title_align="left",
-                border_style="dim",
-            )
-        )
-    subtitle = Text(footer, style="dim") if footer else None
+    return parts
+
+
+def _recent_panel(lines: list[str]) -> Panel:
     return Panel(
-        Group(*parts),
-        title=f"[bold]{title}[/]  {clock_label} {clock_text(clock, origin=origin)}",
+        Text("\n".join(lines), overflow="ellipsis", no_wrap=True),
+        title="Latest events",
         title_align="left",
-        subtitle=subtitle,
-        subtitle_align="right",
+        border_style="dim",
     )
 
 
@@ -411,183 +444,3 @@ def attention_table(rows: Sequence[Attention]) -> RenderableType:
     for row in rows:
         table.add_row(row.cluster, row.kind, Text(row.status, style=_STATUS_STYLE.get(row.status, "")), row.reason)
     return tables.folding(table)
-
-
-# -- a status document kept up to date from progress events (`rollout watch`) ------------------------
-
-
-def empty_document(now: float) -> dict[str, Any]:
-    return {"now": now, "stages": [], "rollouts": [], "nextWakeUp": None, "attention": None}
-
-
-def _empty_track() -> dict[str, Any]:
-    return {
-        "state": "PENDING",
-        "rollout": None,
-        "reason": None,
-        "version": None,
-        "soakEnd": None,
-        "startedAt": None,
-        "finishedAt": None,
-        "counts": {},
-        "qualified": [],
-        "partitions": [],
-        "waits": [],
-    }
-
-
-class ProgressModel:
-    """A status document (as the planner writes it, or empty) moved forward by progress events.
-
-    Stage transitions, waits and rollout transitions are exact; batches move their clusters to
-    IN_PROGRESS and count them unavailable, an estimate until the next status document, since
-    upgrade results and readiness do not travel on the progress topic.
-    """
-
-    def __init__(self, doc: Doc | None, *, now: float) -> None:
-        self.doc: dict[str, Any] = copy.deepcopy(dict(doc)) if doc else empty_document(now)
-        self.doc.setdefault("rollouts", [])
-
-    def apply(self, body: Mapping[str, Any], *, at: float | None) -> None:
-        if at is not None:
-            self.doc["now"] = max(float(self.doc.get("now") or 0.0), at)
-        kind = body.get("kind")
-        if kind == "stage_transition":
-            self._transition(body)
-        elif kind == "wait_changed":
-            self._track(body)["waits"] = [dict(w) for w in body.get("waits", [])]
-        elif kind == "stage_advance":
-            self._batch(body)
-        elif kind == "command_ack":
-            record_approval_ack(self.doc["stages"], body, now=self.doc["now"])
-        elif kind == "rollout_transition":
-            self._rollout(body)["state"] = body["state"]
-            self._rollout(body)["reason"] = body.get("reason")
-
-    def take_checks(self, stored: Mapping[str, Any] | None) -> None:
-        """Each stage's metric checks (CHK-2) from a newer stored status: check results do not travel
-        on the progress topic, so a watch takes their latest values from the planner's status."""
-        if not stored:
-            return
-        for stage in stored.get("stages", ()):
-            if stage.get("checks"):
-                self._stage(stage["name"])["checks"] = copy.deepcopy(list(stage["checks"]))
-
-    def _stage(self, name: str) -> dict[str, Any]:
-        for existing in self.doc["stages"]:
-            if existing["name"] == name:
-                found: dict[str, Any] = existing
-                return found
-        stage: dict[str, Any] = {
-            "name": name,
-            "clusters": 0,
-            "tracks": {track: _empty_track() for track in TRACK_NAMES},
-        }
-        self.doc["stages"].append(stage)
-        return stage
-
-    def _track(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        track: dict[str, Any] = self._stage(str(body["stage"]))["tracks"][str(body["track"])]
-        return track
-
-    def _transition(self, body: Mapping[str, Any]) -> None:
-        track, state, now = self._track(body), str(body["state"]), self.doc["now"]
-        record_gate(self._stage(str(body["stage"])).setdefault("gates", []), body, prior=track["state"], now=now)
-        track.update(state=state, reason=body.get("reason"), rollout=body.get("rolloutId"))
-        track["version"] = body.get("version") or track["version"]
-        if state in ("SOAKING", "FORCED_SOAKING"):
-            track["soakEnd"] = body.get("until")
-            track["finishedAt"] = now
-        elif state == "IN_PROGRESS" and track["startedAt"] is None:
-            track["startedAt"] = now
-        elif state == "COMPLETE" and track["version"] and track["version"] not in track["qualified"]:
-            track["qualified"] = sorted([*track["qualified"], track["version"]])
-        if state not in ("IN_PROGRESS", "PAUSED"):
-            track["waits"] = gate_waits(body)
-        self._rollout_stage(body, state)
-
-    def _batch(self, body: Mapping[str, Any]) -> None:
-        track, sent = self._track(body), len(body.get("clusters", ()))
-        counts = track["counts"]
-        left = sent
-        for source in ("OUT_OF_SYNC", "PENDING"):
-            taken = min(left, counts.get(source, 0))
-            counts[source] = counts.get(source, 0) - taken
-            left -= taken
-        counts["IN_PROGRESS"] = counts.get("IN_PROGRESS", 0) + sent
-        for partition in track["partitions"]:
-            if partition["name"] == body.get("partition"):
-                partition["unavailable"] += sent
-
-    def _rollout(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        rollout_id = str(body["rolloutId"])
-        for rollout in self.doc["rollouts"]:
-            if rollout["id"] == rollout_id:
-                found: dict[str, Any] = rollout
-                return found
-        rollout = {"id": rollout_id, "state": "RUNNING", "reason": None, "versions": [], "targets": {}, "stages": []}
-        self.doc["rollouts"].append(rollout)
-        return rollout
-
-    def _rollout_stage(self, body: Mapping[str, Any], state: str) -> None:
-        if not body.get("rolloutId"):
-            return
-        rollout = self._rollout(body)
-        if body.get("version") and body["version"] not in rollout["versions"]:
-            rollout["versions"] = [*rollout["versions"], body["version"]]
-        stages = rollout.setdefault("stages", [])
-        entry = next((s for s in stages if s["stage"] == body["stage"] and s["track"] == body["track"]), None)
-        if entry is None:
-            entry = {"stage": body["stage"], "track": body["track"], "startedAt": None, "finishedAt": None}
-            stages.append(entry)
-        entry["state"] = state
-        if state == "IN_PROGRESS" and entry["startedAt"] is None:
-            entry["startedAt"] = self.doc["now"]
-        if state in ("SOAKING", "FORCED_SOAKING"):
-            entry["finishedAt"] = self.doc["now"]
-
-
-# -- progress of long commands on stderr ---------------------------------------------------------------
-
-
-@contextmanager
-def spinner(message: str, *, console: Console | None = None) -> Iterator[None]:
-    """A rich spinner on stderr while a long step runs; nothing when stderr is not a terminal."""
-    console = console or Console(stderr=True)
-    if not console.is_terminal:
-        yield
-        return
-    with console.status(message):
-        yield
-
-
-class ProgressCount:
-    """`published 1200/5000 clusters` on stderr, redrawn in place; nothing when stderr is not a terminal."""
-
-    def __init__(self, total: int, what: str, *, console: Console | None = None) -> None:
-        self.total, self.done, self.what = total, 0, what
-        self._console = console or Console(stderr=True)
-        self._progress: Progress | None = None
-        self._task: TaskID | None = None
-
-    def __enter__(self) -> ProgressCount:
-        if self._console.is_terminal:
-            self._progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                console=self._console,
-                transient=True,
-            )
-            self._progress.start()
-            self._task = self._progress.add_task(self.what, total=self.total)
-        return self
-
-    def advance(self, count: int) -> None:
-        self.done += count
-        if self._progress is not None and self._task is not None:
-            self._progress.update(self._task, completed=self.done)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()

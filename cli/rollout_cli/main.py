@@ -10,13 +10,28 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rollout_cli import ctrl_c
 from rollout_cli.exit_codes import ExitCode, table
 
 
 def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rollout",
+        description="Staged, gated Kubernetes fleet upgrades. `rollout COMMAND --help` explains a command, "
+        "with examples.",
+        epilog=f"examples:\n  rollout demo\n  rollout plan fleet.yaml\n  rollout pause --rollout prod-1\n\n{table()}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for register in _command_registrations():
+        register(sub)
+    return parser
+
+
+def _command_registrations() -> list[Callable[[argparse._SubParsersAction], None]]:  # type: ignore[type-arg]
+    """Each command module's `register`, in the order `rollout --help` lists them."""
     # here, not at the top: see the docstring
     from rollout_cli import (
         apply,
@@ -32,26 +47,19 @@ def build_parser() -> argparse.ArgumentParser:
         watch,
     )
 
-    parser = argparse.ArgumentParser(
-        prog="rollout",
-        description="Staged, gated Kubernetes fleet upgrades. `rollout COMMAND --help` explains a command, "
-        "with examples.",
-        epilog=f"examples:\n  rollout demo\n  rollout plan fleet.yaml\n  rollout pause --rollout prod-1\n\n{table()}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    offline.register(sub)
-    demo.register(sub)
-    release.register(sub)
-    operator_commands.register(sub)
-    status.register(sub)
-    watch.register(sub)
-    apply.register(sub)
-    schemas.register(sub)
-    approve.register(sub)
-    configdoc.register(sub)
-    fleet_import.register(sub)
-    return parser
+    return [
+        offline.register,
+        demo.register,
+        release.register,
+        operator_commands.register,
+        status.register,
+        watch.register,
+        apply.register,
+        schemas.register,
+        approve.register,
+        configdoc.register,
+        fleet_import.register,
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,13 +16,15 @@ from pydantic import BaseModel, ValidationError
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_cli import ctrl_c
 from rollout_cli.clients import CONNECT_TIMEOUT_S, kafka_bus, kafka_errors
-from rollout_cli.dashboard import ProgressCount
 from rollout_cli.exit_codes import BadInputError
+from rollout_cli.progress_bars import ProgressCount
 from rollout_common import envelope
 from rollout_common.topics import ALL
 from rollout_common.topics.catalog import TopicDef
 
 _PUBLISH_CHUNK = 500
+# (key, value, headers) of one message, ready to send
+_Encoded = tuple[bytes, bytes, dict[str, bytes]]
 
 
 async def publish(
@@ -39,33 +41,44 @@ async def publish(
     own = bus is None
     client = kafka_bus(args) if bus is None else bus
     name = args.topic_prefix + topic.name
-
-    async def send(key: bytes, value: bytes, headers: dict[str, bytes]) -> None:
-        await client.publish(name, key=key, value=value, headers=headers)
-
     try:
         with kafka_errors(args, topic=name, hint="run `rollout apply` or start the planner first"):
-            async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                if create_topics:
-                    await client.ensure_topics([t.spec(args.topic_prefix) for t in ALL])
-                if encoded:
-                    await send(*encoded[0])  # connects, and fails fast on a wrong address or topic
-            # The rest in chunks sent together: one round trip per chunk instead of per message, and a
-            # deadline per chunk so a large fleet is not cut off by the connect timeout.
-            for start in range(1, len(encoded), _PUBLISH_CHUNK):
-                chunk = encoded[start : start + _PUBLISH_CHUNK]
-                async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                    await asyncio.gather(*(send(*message) for message in chunk))
-                if progress is not None:
-                    progress.advance(len(chunk) + (1 if start == 1 else 0))
+            await _connect_and_send_first(client, args, name=name, encoded=encoded, create_topics=create_topics)
+            await _send_rest_in_chunks(client, name=name, encoded=encoded, progress=progress)
     finally:
         if own:
             await ctrl_c.closed(client.close())
 
 
-def encode_checked(
-    args: argparse.Namespace, topic: TopicDef, model: BaseModel, event_id: str
-) -> tuple[bytes, bytes, dict[str, bytes]]:
+async def _send(client: KafkaBus, name: str, message: _Encoded) -> None:
+    key, value, headers = message
+    await client.publish(name, key=key, value=value, headers=headers)
+
+
+async def _connect_and_send_first(
+    client: KafkaBus, args: argparse.Namespace, *, name: str, encoded: list[_Encoded], create_topics: bool
+) -> None:
+    async with asyncio.timeout(CONNECT_TIMEOUT_S):
+        if create_topics:
+            await client.ensure_topics([t.spec(args.topic_prefix) for t in ALL])
+        if encoded:
+            await _send(client, name, encoded[0])  # connects, and fails fast on a wrong address or topic
+
+
+async def _send_rest_in_chunks(
+    client: KafkaBus, *, name: str, encoded: list[_Encoded], progress: ProgressCount | None
+) -> None:
+    # The rest in chunks sent together: one round trip per chunk instead of per message, and a
+    # deadline per chunk so a large fleet is not cut off by the connect timeout.
+    for start in range(1, len(encoded), _PUBLISH_CHUNK):
+        chunk = encoded[start : start + _PUBLISH_CHUNK]
+        async with asyncio.timeout(CONNECT_TIMEOUT_S):
+            await asyncio.gather(*(_send(client, name, message) for message in chunk))
+        if progress is not None:
+            progress.advance(len(chunk) + (1 if start == 1 else 0))
+
+
+def encode_checked(args: argparse.Namespace, topic: TopicDef, model: BaseModel, event_id: str) -> _Encoded:
     """(key, value, headers) of one message; one that every consumer would refuse for its size is
     refused here, before anything is published (it would be dead-lettered, never answered)."""
     value, headers = envelope.encode(model, event_id=event_id, source=args.source, at=time.time())

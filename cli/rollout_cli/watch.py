@@ -20,9 +20,10 @@ from rich.live import Live
 from rollout_cli import ctrl_c, help_text
 from rollout_cli.async_command import async_command
 from rollout_cli.clients import CONNECT_TIMEOUT_S, kafka_bus, kafka_errors
-from rollout_cli.dashboard import ProgressModel, status_view
+from rollout_cli.dashboard import status_view
 from rollout_cli.exit_codes import ExitCode
 from rollout_cli.options import common_options, positive_int
+from rollout_cli.progress_model import ProgressModel
 from rollout_cli.status import status_if_any
 from rollout_common import envelope
 from rollout_common.errors import InvalidInputError
@@ -55,12 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 async def _watch(args: argparse.Namespace) -> int:
-    plain = args.plain or not sys.stdout.isatty()
-    model: ProgressModel | None = None
-    if not plain:
-        # The stored status is the best start; without it the screen fills in as events arrive.
-        seed = await status_if_any(args)
-        model = ProgressModel(seed, now=time.time())
+    model = await _live_model(args)
     bus = kafka_bus(args)
     topic = args.topic_prefix + PROGRESS.name
     # A group of its own: every watcher sees every event, and none moves another's position. Under
@@ -85,6 +81,15 @@ async def _watch(args: argparse.Namespace) -> int:
     finally:
         await ctrl_c.closed(bus.close())
     return 0
+
+
+async def _live_model(args: argparse.Namespace) -> ProgressModel | None:
+    """The model the live screen draws; None for one line per event (--plain, or stdout not a terminal)."""
+    if args.plain or not sys.stdout.isatty():
+        return None
+    # The stored status is the best start; without it the screen fills in as events arrive.
+    seed = await status_if_any(args)
+    return ProgressModel(seed, now=time.time())
 
 
 async def _watch_plain(consumer: Consumer, first: list[Record], *, count: int | None) -> None:
@@ -115,23 +120,45 @@ async def _watch_live(
         clock = float(model.doc["now"])
         return status_view(model.doc, clock=clock, title=title, recent=list(recent), footer=footer)
 
+    with Live(screen(), console=console, auto_refresh=False) as live:
+        await _follow_live(
+            consumer,
+            first,
+            model,
+            recent=recent,
+            count=count,
+            stored=stored,
+            redraw=lambda: live.update(screen(), refresh=True),
+        )
+
+
+async def _follow_live(
+    consumer: Consumer,
+    first: list[Record],
+    model: ProgressModel,
+    *,
+    recent: deque[str],
+    count: int | None,
+    stored: Callable[[], Awaitable[Mapping[str, Any] | None]],
+    redraw: Callable[[], None],
+) -> None:
+    """Apply events to `model` as they come, and the stored check results every CHECKS_REFRESH_S."""
     seen, records = 0, first
     checks_read = time.monotonic()
-    with Live(screen(), console=console, auto_refresh=False) as live:
-        while True:
-            if time.monotonic() - checks_read >= CHECKS_REFRESH_S:
-                model.take_checks(await _bounded(stored))
-                checks_read = time.monotonic()
-                live.update(screen(), refresh=True)
-            for record in records:
-                recent.append(_apply_event(model, record))
-                seen += 1
-                if count is not None and seen >= count:
-                    live.update(screen(), refresh=True)
-                    return
-            if records:
-                live.update(screen(), refresh=True)
-            records = await consumer.poll(max_records=100, timeout_s=1.0)
+    while True:
+        if time.monotonic() - checks_read >= CHECKS_REFRESH_S:
+            model.take_checks(await _bounded(stored))
+            checks_read = time.monotonic()
+            redraw()
+        for record in records:
+            recent.append(_apply_event(model, record))
+            seen += 1
+            if count is not None and seen >= count:
+                redraw()
+                return
+        if records:
+            redraw()
+        records = await consumer.poll(max_records=100, timeout_s=1.0)
 
 
 async def _bounded(stored: Callable[[], Awaitable[Mapping[str, Any] | None]]) -> Mapping[str, Any] | None:

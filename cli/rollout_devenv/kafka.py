@@ -262,28 +262,38 @@ def secured_properties(*, ports: BrokerPorts, log_dir: Path, super_user: str, su
     Nothing but `super.users` is allowed without an ACL (`allow.everyone.if.no.acl.found=false`).
     """
     props = server_properties(ports=ports, log_dir=log_dir)
+    props.update(_scram_listener_properties(ports=ports, super_user=super_user, super_password=super_password))
+    props.update(_acl_properties(super_user=super_user))
+    return props
+
+
+def _scram_listener_properties(*, ports: BrokerPorts, super_user: str, super_password: str) -> dict[str, str]:
+    """The SASL_PLAINTEXT listener for clients and the broker itself, the broker logging in as `super_user`."""
     listener = "sasl_plaintext"
     jaas = (
         "org.apache.kafka.common.security.scram.ScramLoginModule required "
         f'username="{super_user}" password="{super_password}";'
     )
-    props.update(
-        {
-            "listeners": f"SASL_PLAINTEXT://{LOOPBACK}:{ports.broker},CONTROLLER://{LOOPBACK}:{ports.controller}",
-            "advertised.listeners": f"SASL_PLAINTEXT://{LOOPBACK}:{ports.broker}",
-            "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name": "SASL_PLAINTEXT",
-            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
-            "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
-            f"listener.name.{listener}.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": jaas,
-            "authorizer.class.name": STANDARD_AUTHORIZER,
-            "super.users": f"User:{super_user};User:ANONYMOUS",
-            "allow.everyone.if.no.acl.found": "false",
-            # Secured brokers are for ACL tests: a produce to a missing topic must fail, not create it.
-            "auto.create.topics.enable": "false",
-        }
-    )
-    return props
+    return {
+        "listeners": f"SASL_PLAINTEXT://{LOOPBACK}:{ports.broker},CONTROLLER://{LOOPBACK}:{ports.controller}",
+        "advertised.listeners": f"SASL_PLAINTEXT://{LOOPBACK}:{ports.broker}",
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+        "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
+        f"listener.name.{listener}.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": jaas,
+    }
+
+
+def _acl_properties(*, super_user: str) -> dict[str, str]:
+    """The StandardAuthorizer: nothing without an ACL but the super users."""
+    return {
+        "authorizer.class.name": STANDARD_AUTHORIZER,
+        "super.users": f"User:{super_user};User:ANONYMOUS",
+        "allow.everyone.if.no.acl.found": "false",
+        # Secured brokers are for ACL tests: a produce to a missing topic must fail, not create it.
+        "auto.create.topics.enable": "false",
+    }
 
 
 def tls_properties(*, ports: BrokerPorts, log_dir: Path, tls: TlsFiles) -> dict[str, str]:

@@ -110,6 +110,38 @@ class SentinelServer(OnePortServer):
         return int(answer[1]) if answer else None
 
 
+def _two_free_ports() -> tuple[int, int]:
+    first = free_port()
+    second = free_port()
+    while second == first:
+        second = free_port()
+    return first, second
+
+
+def _primary_and_replica(data_dir: Path, *, first: int, second: int, start_timeout_s: float) -> list[RedisServer]:
+    """The primary on `first` and its replica on `second`, each with its data dir made."""
+    servers = [
+        RedisServer(
+            data_dir=data_dir / "redis-a",
+            aof=True,
+            port=first,
+            start_timeout_s=start_timeout_s,
+            extra_args=_REPLICATION_ARGS,
+        ),
+        RedisServer(
+            data_dir=data_dir / "redis-b",
+            aof=True,
+            port=second,
+            replica_of=first,
+            start_timeout_s=start_timeout_s,
+            extra_args=_REPLICATION_ARGS,
+        ),
+    ]
+    for server in servers:
+        server.data_dir.mkdir(parents=True, exist_ok=True)
+    return servers
+
+
 class RedisSentinelGroup:
     """A primary, a replica and three Sentinels watching them under the service name `service`.
 
@@ -127,29 +159,8 @@ class RedisSentinelGroup:
         self._owns_data_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="rollout-redis-sentinel-")) if data_dir is None else data_dir
         self.service = service
-        first = free_port()
-        second = free_port()
-        while second == first:
-            second = free_port()
-        self.servers = [
-            RedisServer(
-                data_dir=self.data_dir / "redis-a",
-                aof=True,
-                port=first,
-                start_timeout_s=start_timeout_s,
-                extra_args=_REPLICATION_ARGS,
-            ),
-            RedisServer(
-                data_dir=self.data_dir / "redis-b",
-                aof=True,
-                port=second,
-                replica_of=first,
-                start_timeout_s=start_timeout_s,
-                extra_args=_REPLICATION_ARGS,
-            ),
-        ]
-        for server in self.servers:
-            server.data_dir.mkdir(parents=True, exist_ok=True)
+        first, second = _two_free_ports()
+        self.servers = _primary_and_replica(self.data_dir, first=first, second=second, start_timeout_s=start_timeout_s)
         self.sentinel_servers = [
             SentinelServer(primary_port=first, service=service, data_dir=self.data_dir / f"sentinel-{n}")
             for n in range(1, SENTINELS + 1)

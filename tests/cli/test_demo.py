@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout_cli.demo import scale_fleet
+from rollout_cli.demo_scenario import scale_fleet
 from rollout_cli.main import main
 
 CASES = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "cases"

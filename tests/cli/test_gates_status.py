@@ -10,9 +10,10 @@ import pytest
 from check_status_doc import halted_by_a_check
 from rich.console import Console
 
-from rollout_cli.dashboard import ProgressModel, status_view
-from rollout_cli.demo import status_document
+from rollout_cli.dashboard import status_view
+from rollout_cli.demo_simulation import status_document
 from rollout_cli.main import main
+from rollout_cli.progress_model import ProgressModel
 from rollout_common.commands import WakeAt
 from rollout_planner.simulation.runner import Simulator
 from rollout_planner.simulation.scenario import load_scenario

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from rollout_cli.dashboard import ProgressCount, spinner
+from rollout_cli.progress_bars import ProgressCount, spinner
 
 
 def _console(*, terminal: bool) -> tuple[Console, io.StringIO]:

@@ -9,7 +9,8 @@ import uuid
 import pytest
 
 from rollout_adapters.redis_store import RedisStore
-from rollout_cli.demo import builtin_scenario, status_document
+from rollout_cli.demo_scenario import builtin_scenario
+from rollout_cli.demo_simulation import status_document
 from rollout_cli.main import main
 from rollout_planner.service.checkpoint import STATUS_KEY
 from rollout_planner.service.metrics import PlannerMetrics

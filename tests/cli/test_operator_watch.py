@@ -12,9 +12,11 @@ from rich.console import Console
 
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.memory_bus import kafka_partition
-from rollout_cli.dashboard import ProgressModel, status_view
-from rollout_cli.demo import builtin_scenario, status_document
+from rollout_cli.dashboard import status_view
+from rollout_cli.demo_scenario import builtin_scenario
+from rollout_cli.demo_simulation import status_document
 from rollout_cli.main import main
+from rollout_cli.progress_model import ProgressModel
 from rollout_common import envelope
 from rollout_common.commands import Command, Notice, WakeAt
 from rollout_common.topics import ALL

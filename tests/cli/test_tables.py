@@ -14,7 +14,8 @@ import pytest
 from rich.console import Console
 
 from rollout_cli.dashboard import status_view, summary_table
-from rollout_cli.demo import builtin_scenario, status_document
+from rollout_cli.demo_scenario import builtin_scenario
+from rollout_cli.demo_simulation import status_document
 from rollout_cli.main import main
 from rollout_planner.simulation.runner import Simulator
 

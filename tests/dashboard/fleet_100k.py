@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from rollout_adapters.web_dashboard import ClusterRow
-from rollout_cli.demo import scale_fleet
+from rollout_cli.demo_scenario import scale_fleet
 from rollout_planner.service.attention_rows import attention_rows
 from rollout_planner.service.status_document import status_document
 from rollout_planner.simulation.runner import Simulator

@@ -6,7 +6,7 @@ from playwright.sync_api import Page, expect
 from served import served
 
 from rollout_adapters.web_dashboard import Feed
-from rollout_cli.demo import builtin_scenario
+from rollout_cli.demo_scenario import builtin_scenario
 from rollout_planner.service.attention_rows import attention_rows
 from rollout_planner.service.status_document import status_document
 from rollout_planner.simulation.runner import Simulator

@@ -14,7 +14,7 @@ from served import served
 
 from rollout_adapters.web_dashboard import ClusterRow, DashboardAccess, Feed
 from rollout_adapters.web_dashboard.app import CSP
-from rollout_cli.demo import builtin_scenario
+from rollout_cli.demo_scenario import builtin_scenario
 from rollout_planner.service.attention_rows import attention_rows
 from rollout_planner.service.settings import PlannerSettings
 from rollout_planner.service.status_document import status_document

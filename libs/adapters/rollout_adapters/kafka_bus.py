@@ -111,12 +111,9 @@ class KafkaBus:
         consumer_options: ConsumerOptions | None = None,
         publish_timeout_s: float = PUBLISH_TIMEOUT_S,
     ) -> None:
-        unknown = set(security or {}) - SECURITY_KEYS
-        if unknown:
-            raise InvalidInputError(f"unknown security settings {sorted(unknown)}; allowed: {sorted(SECURITY_KEYS)}")
+        self._security = _checked_security(security)
         self._bootstrap = bootstrap
         self._client_id = client_id
-        self._security = dict(security or {})
         self._replication_factor = replication_factor
         self._min_insync_replicas = min_insync_replicas
         self.consumer_options = consumer_options or ConsumerOptions()
@@ -352,6 +349,14 @@ class KafkaBus:
                 await self._start(admin, "start the admin client")
                 self._admin = admin
             return self._admin
+
+
+def _checked_security(security: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The client security settings, refused when one of them is not a setting the bus knows."""
+    unknown = set(security or {}) - SECURITY_KEYS
+    if unknown:
+        raise InvalidInputError(f"unknown security settings {sorted(unknown)}; allowed: {sorted(SECURITY_KEYS)}")
+    return dict(security or {})
 
 
 def shortfall(

@@ -82,6 +82,20 @@ def condition(*, accepted: bool | None, reason: str, message: str, generation: i
     }
 
 
+def _planned_status(kept: Mapping[str, Any], plan: Plan, *, generation: int) -> dict[str, Any]:
+    """The status to write once the plan is published: its fields, and a condition when it was
+    refused or waits for an answer."""
+    status = {**kept, **plan.status}
+    if plan.refusal is not None:
+        status["conditions"] = [
+            condition(accepted=False, reason="Invalid", message=plan.refusal, generation=generation)
+        ]
+    elif plan.pending is not None:
+        reason, message = plan.pending
+        status["conditions"] = [condition(accepted=None, reason=reason, message=message, generation=generation)]
+    return status
+
+
 class Bridge:
     def __init__(self, *, client: AsyncClient, bus: KafkaBus, settings: BridgeSettings) -> None:
         self._client = client
@@ -134,13 +148,7 @@ class Bridge:
         while True:
             try:
                 if version is None:
-                    listing = self._client.list(resource, namespace=self._namespace)
-                    async for obj in listing:
-                        await self._on_object(kind, _as_dict(obj))
-                    version = listing.resourceVersion
-                    self._listed.add(kind)
-                    if len(self._listed) == len(_KINDS):
-                        self.synced.set()
+                    version = await self._list(kind, resource)
                 watch = self._client.watch(
                     resource,
                     namespace=self._namespace,
@@ -150,10 +158,7 @@ class Bridge:
                 async for event_type, obj in watch:
                     body = _as_dict(obj)
                     version = str(body["metadata"].get("resourceVersion") or version)
-                    if event_type in ("ADDED", "MODIFIED"):
-                        await self._on_object(kind, body)
-                    elif event_type == "DELETED":
-                        self._forget(kind, body)
+                    await self._on_watch_event(kind, event_type, body)
             except ApiError as exc:
                 if exc.status.code == 410:
                     version = None  # expired: list again; published generations are skipped
@@ -165,6 +170,22 @@ class Bridge:
                 if isinstance(exc, PermanentError):
                     raise
                 await self._pause(f"watching {kind}s: {exc}")
+
+    async def _list(self, kind: str, resource: Resource) -> str | None:
+        """Take every object of `kind` as it is now; the resource version to watch from."""
+        listing = self._client.list(resource, namespace=self._namespace)
+        async for obj in listing:
+            await self._on_object(kind, _as_dict(obj))
+        self._listed.add(kind)
+        if len(self._listed) == len(_KINDS):
+            self.synced.set()
+        return listing.resourceVersion
+
+    async def _on_watch_event(self, kind: str, event_type: str, body: Mapping[str, Any]) -> None:
+        if event_type in ("ADDED", "MODIFIED"):
+            await self._on_object(kind, body)
+        elif event_type == "DELETED":
+            self._forget(kind, body)
 
     async def _pause(self, why: str) -> None:
         log.warning("%s; resuming in %.0f s", why, self._settings.retry_s)
@@ -186,35 +207,34 @@ class Bridge:
         uid = str(meta["uid"])
         self._by_uid[uid] = key
         async with self._lock:
-            if self._uid_of.setdefault(key, uid) != uid:
-                self._forget(kind, obj)  # deleted and made again while the watch was down
-                self._uid_of[key] = uid
-            self._status[key] = {**(obj.get("status") or {}), **self._status.get(key, {})}
-            if kind == "rollout":
-                self._rollout_names[str((obj.get("spec") or {}).get("rolloutId"))] = key[1]
-            if kind == "approval":
-                self._note_approval(key[1], obj.get("spec") or {})
+            self._remember(kind, obj, key=key, uid=uid)
             if is_published({**obj, "status": self._status[key]}):
                 return
             plan = _KINDS[kind][1]({**obj, "status": self._status[key]})
-            for item in plan.publications:
-                value, headers = envelope.encode(
-                    item.model, event_id=item.event_id, source=self._settings.source, at=time.time()
-                )
-                topic = self._prefix + item.topic.name
-                await self._bus.publish(topic, key=item.topic.key(item.model).encode(), value=value, headers=headers)
-                self.published += 1
-                log.info("published %s for %s %s", item.event_id, kind, key[1])
-            status = {**self._status[key], **plan.status}
-            generation = int(meta.get("generation", 1))
-            if plan.refusal is not None:
-                status["conditions"] = [
-                    condition(accepted=False, reason="Invalid", message=plan.refusal, generation=generation)
-                ]
-            elif plan.pending is not None:
-                reason, message = plan.pending
-                status["conditions"] = [condition(accepted=None, reason=reason, message=message, generation=generation)]
+            await self._publish_plan(kind, key[1], plan)
+            status = _planned_status(self._status[key], plan, generation=int(meta.get("generation", 1)))
             await self._write_status(kind, key[1], status)
+
+    def _remember(self, kind: str, obj: Mapping[str, Any], *, key: tuple[str, str], uid: str) -> None:
+        """Keep what the object says (its status under the one this bridge wrote); caller holds the lock."""
+        if self._uid_of.setdefault(key, uid) != uid:
+            self._forget(kind, obj)  # deleted and made again while the watch was down
+            self._uid_of[key] = uid
+        self._status[key] = {**(obj.get("status") or {}), **self._status.get(key, {})}
+        if kind == "rollout":
+            self._rollout_names[str((obj.get("spec") or {}).get("rolloutId"))] = key[1]
+        if kind == "approval":
+            self._note_approval(key[1], obj.get("spec") or {})
+
+    async def _publish_plan(self, kind: str, name: str, plan: Plan) -> None:
+        for item in plan.publications:
+            value, headers = envelope.encode(
+                item.model, event_id=item.event_id, source=self._settings.source, at=time.time()
+            )
+            topic = self._prefix + item.topic.name
+            await self._bus.publish(topic, key=item.topic.key(item.model).encode(), value=value, headers=headers)
+            self.published += 1
+            log.info("published %s for %s %s", item.event_id, kind, name)
 
     def _note_approval(self, name: str, spec: Mapping[str, Any]) -> None:
         unapproved = self._unapproved.setdefault(str(spec.get("rolloutId")), set())

@@ -86,30 +86,7 @@ class LeaderLease:
         """One attempt to take or renew the lease."""
         now = _now()
         try:
-            try:
-                lease = await self._client.get(Lease, self._name, namespace=self._namespace)
-            except ApiError as exc:
-                if exc.status.code != 404:
-                    raise
-                await self._client.create(
-                    Lease(metadata=ObjectMeta(name=self._name, namespace=self._namespace), spec=self._spec(now, now))
-                )
-                self._renewed_at = now
-                return True
-            spec = lease.spec or LeaseSpec()
-            mine = spec.holderIdentity == self.identity
-            expired = (
-                not spec.holderIdentity
-                or spec.renewTime is None
-                or (now - spec.renewTime).total_seconds() >= (spec.leaseDurationSeconds or self._duration_s)
-            )
-            if not (mine or expired):
-                return False
-            acquired = spec.acquireTime if mine and spec.acquireTime else now
-            lease.spec = self._spec(acquired, now, transitions=(spec.leaseTransitions or 0) + (0 if mine else 1))
-            await self._client.replace(lease)  # carries the resourceVersion read: a racing writer gets 409
-            self._renewed_at = now
-            return True
+            return await self._take_or_renew(now)
         except ApiError as exc:
             if exc.status.code != 409:
                 log.warning("lease %s/%s: %s", self._namespace, self._name, exc.status.message)
@@ -117,6 +94,36 @@ class LeaderLease:
         except (httpx.HTTPError, OSError) as exc:
             log.warning("lease %s/%s: apiserver unreachable: %s", self._namespace, self._name, exc)
             return False
+
+    async def _take_or_renew(self, now: dt.datetime) -> bool:
+        """True when this replica holds the lease now; False when another one holds it unexpired."""
+        try:
+            lease = await self._client.get(Lease, self._name, namespace=self._namespace)
+        except ApiError as exc:
+            if exc.status.code != 404:
+                raise
+            await self._client.create(
+                Lease(metadata=ObjectMeta(name=self._name, namespace=self._namespace), spec=self._spec(now, now))
+            )
+            self._renewed_at = now
+            return True
+        spec = lease.spec or LeaseSpec()
+        mine = spec.holderIdentity == self.identity
+        if not (mine or self._expired(spec, now)):
+            return False
+        acquired = spec.acquireTime if mine and spec.acquireTime else now
+        lease.spec = self._spec(acquired, now, transitions=(spec.leaseTransitions or 0) + (0 if mine else 1))
+        await self._client.replace(lease)  # carries the resourceVersion read: a racing writer gets 409
+        self._renewed_at = now
+        return True
+
+    def _expired(self, spec: LeaseSpec, now: dt.datetime) -> bool:
+        """Nobody holds it, or its holder did not renew it within its duration."""
+        return (
+            not spec.holderIdentity
+            or spec.renewTime is None
+            or (now - spec.renewTime).total_seconds() >= (spec.leaseDurationSeconds or self._duration_s)
+        )
 
     def _spec(self, acquired: dt.datetime, renewed: dt.datetime, *, transitions: int = 0) -> LeaseSpec:
         return LeaseSpec(

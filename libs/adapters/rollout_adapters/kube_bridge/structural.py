@@ -72,58 +72,55 @@ class _Converter:
             return self._any_of(schema, path=path, model=model)
         if "allOf" in schema and len(schema["allOf"]) == 1:
             return self.node({**schema.pop("allOf")[0], **schema}, path=path, model=model)
-        out: dict[str, Any] = {}
-        cel: list[Rule] = list(self.rules.get(model, [])) if model else []
-        for key in ("oneOf", "if", "then", "else"):
-            if key in schema and not cel:
-                raise SchemaConversionError(f"{path}: {key!r} of {model or 'a field'} needs a CEL rule to say it")
-            schema.pop(key, None)
-        kind = schema.pop("type", None)
-        if isinstance(kind, list):
-            # label values: YAML may write a number or a boolean, the API stores text
-            kind = "string" if "string" in kind else kind[0]
+        cel = self._model_rules(schema, path=path, model=model)
+        kind = _json_type(schema)
         if kind is None and not any(k in schema for k in ("properties", "enum", "const")):
             return {"x-kubernetes-preserve-unknown-fields": True, **_describe(schema)}
         if "const" in schema:
             schema["enum"] = [schema.pop("const")]
             kind = kind or _kind_of(schema["enum"][0])
-        out["type"] = kind or "object"
+        out: dict[str, Any] = {"type": kind or "object"}
         for key, value in schema.items():
-            if key in _DROPPED:
-                continue
-            if key == "properties":
-                out["properties"] = {name: self.node(sub, path=f"{path}.{name}") for name, sub in value.items()}
-            elif key == "additionalProperties":
-                if value is not False:
-                    out["additionalProperties"] = self.node(value, path=f"{path}[*]")
-            elif key == "items":
-                out["items"] = self.node(value, path=f"{path}[*]")
-            elif key == "patternProperties":
-                # one pattern: the map's values, and its keys as a CEL rule
-                ((pattern, values),) = value.items()
-                out["additionalProperties"] = self.node(values, path=f"{path}[*]")
-                out.setdefault("maxProperties", _MAP_KEYS_LIMIT)
-                cel.append(_keys_rule({"pattern": pattern}))
-            elif key == "propertyNames":
-                out.setdefault("maxProperties", _MAP_KEYS_LIMIT)
-                cel.append(_keys_rule(value))
-            elif key == "pattern":
-                out["pattern"] = re2_pattern(value)
-            elif key == "exclusiveMinimum":
-                out["minimum"], out["exclusiveMinimum"] = value, True
-            elif key == "exclusiveMaximum":
-                out["maximum"], out["exclusiveMaximum"] = value, True
-            else:
-                out[key] = value
-        if out["type"] == "object" and "properties" not in out and "additionalProperties" not in out:
-            out["x-kubernetes-preserve-unknown-fields"] = True
-        if cel:
-            out["x-kubernetes-validations"] = cel
-        if out["type"] == "array" and _has_rules(out.get("items", {})):
-            out.setdefault("maxItems", _RULED_ITEMS_LIMIT)
-        if out["type"] == "object" and _has_rules(out.get("additionalProperties", {})):
-            out.setdefault("maxProperties", _MAP_KEYS_LIMIT)
+            if key not in _DROPPED:
+                self._carry(out, cel, key, value, path=path)
+        _finish(out, cel)
         return out
+
+    def _model_rules(self, schema: dict[str, Any], *, path: str, model: str | None) -> list[Rule]:
+        """The CEL rules given for `model`; they must say what its `oneOf`/`if` said, which is dropped."""
+        cel: list[Rule] = list(self.rules.get(model, [])) if model else []
+        for key in ("oneOf", "if", "then", "else"):
+            if key in schema and not cel:
+                raise SchemaConversionError(f"{path}: {key!r} of {model or 'a field'} needs a CEL rule to say it")
+            schema.pop(key, None)
+        return cel
+
+    def _carry(self, out: dict[str, Any], cel: list[Rule], key: str, value: Any, *, path: str) -> None:
+        """One keyword of a JSON Schema node into the structural node `out` (or a CEL rule into `cel`)."""
+        if key == "properties":
+            out["properties"] = {name: self.node(sub, path=f"{path}.{name}") for name, sub in value.items()}
+        elif key == "additionalProperties":
+            if value is not False:
+                out["additionalProperties"] = self.node(value, path=f"{path}[*]")
+        elif key == "items":
+            out["items"] = self.node(value, path=f"{path}[*]")
+        elif key == "patternProperties":
+            # one pattern: the map's values, and its keys as a CEL rule
+            ((pattern, values),) = value.items()
+            out["additionalProperties"] = self.node(values, path=f"{path}[*]")
+            out.setdefault("maxProperties", _MAP_KEYS_LIMIT)
+            cel.append(_keys_rule({"pattern": pattern}))
+        elif key == "propertyNames":
+            out.setdefault("maxProperties", _MAP_KEYS_LIMIT)
+            cel.append(_keys_rule(value))
+        elif key == "pattern":
+            out["pattern"] = re2_pattern(value)
+        elif key == "exclusiveMinimum":
+            out["minimum"], out["exclusiveMinimum"] = value, True
+        elif key == "exclusiveMaximum":
+            out["maximum"], out["exclusiveMaximum"] = value, True
+        else:
+            out[key] = value
 
     def _any_of(self, schema: dict[str, Any], *, path: str, model: str | None) -> dict[str, Any]:
         branches = [b for b in schema.pop("anyOf") if b != {"type": "null"}]
@@ -150,6 +147,28 @@ class _Converter:
             **_describe(schema),
             "x-kubernetes-validations": [{"rule": rule, "message": f"must be {description}".strip()}],
         }
+
+
+def _json_type(schema: dict[str, Any]) -> str | None:
+    """The node's one `type` (taken out of `schema`), None when it names none."""
+    kind = schema.pop("type", None)
+    if isinstance(kind, list):
+        # label values: YAML may write a number or a boolean, the API stores text
+        kind = "string" if "string" in kind else kind[0]
+    return None if kind is None else str(kind)
+
+
+def _finish(out: dict[str, Any], cel: list[Rule]) -> None:
+    """What a structural node needs beyond its keywords: open objects, its CEL rules, and the size
+    bounds the apiserver wants before it accepts rules under a list or map."""
+    if out["type"] == "object" and "properties" not in out and "additionalProperties" not in out:
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    if cel:
+        out["x-kubernetes-validations"] = cel
+    if out["type"] == "array" and _has_rules(out.get("items", {})):
+        out.setdefault("maxItems", _RULED_ITEMS_LIMIT)
+    if out["type"] == "object" and _has_rules(out.get("additionalProperties", {})):
+        out.setdefault("maxProperties", _MAP_KEYS_LIMIT)
 
 
 def _has_rules(node: Mapping[str, Any]) -> bool:

@@ -137,33 +137,41 @@ def rollout_plan(obj: Mapping[str, Any]) -> Plan:
     spec = obj.get("spec") or {}
     done = (obj.get("status") or {}).get("commanded") or {}
     rollout_id = str(spec.get("rolloutId", ""))
-    commands: list[OperatorCommand] = []
-
-    def command(action: str, **narrowed: Any) -> None:
-        commands.append(
-            OperatorCommand(
-                command_id=event_id(ref, action),
-                action=action,
-                rollout_id=rollout_id,
-                issued_by=issuer(ref),
-                **narrowed,
-            )
+    commands = [
+        OperatorCommand(
+            command_id=event_id(ref, action),
+            action=action,
+            rollout_id=rollout_id,
+            issued_by=issuer(ref),
+            **narrowed,
         )
+        for action, narrowed in _operator_actions(spec, done)
+    ]
+    status = {"publishedGeneration": ref.generation, "commanded": _commanded(spec, done)}
+    return Plan(publications=tuple(Publication(OPERATOR_COMMANDS, c, c.command_id) for c in commands), status=status)
 
+
+def _operator_actions(spec: Mapping[str, Any], done: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(action, the fields that narrow it) of each operator field changed since `done` was recorded."""
+    actions: list[tuple[str, dict[str, Any]]] = []
     paused, cancelled = bool(spec.get("paused")), bool(spec.get("cancelled"))
     if cancelled and not done.get("cancelled"):
-        command("cancel")
+        actions.append(("cancel", {}))
     elif paused != bool(done.get("paused")):
-        command("pause" if paused else "resume")
+        actions.append(("pause" if paused else "resume", {}))
     retry = spec.get("retry") or {}
     if retry.get("id") and retry.get("id") != done.get("retryId"):
-        command("retry", stage=retry.get("stage"), cluster=retry.get("cluster"))
-    commanded: dict[str, Any] = {"paused": paused, "cancelled": cancelled}
-    retry_id = retry.get("id") or done.get("retryId")
+        actions.append(("retry", {"stage": retry.get("stage"), "cluster": retry.get("cluster")}))
+    return actions
+
+
+def _commanded(spec: Mapping[str, Any], done: Mapping[str, Any]) -> dict[str, Any]:
+    """What the status records as acted on, so the next generation publishes only what changed."""
+    commanded: dict[str, Any] = {"paused": bool(spec.get("paused")), "cancelled": bool(spec.get("cancelled"))}
+    retry_id = (spec.get("retry") or {}).get("id") or done.get("retryId")
     if retry_id:
         commanded["retryId"] = retry_id  # a status field is left out, never null
-    status = {"publishedGeneration": ref.generation, "commanded": commanded}
-    return Plan(publications=tuple(Publication(OPERATOR_COMMANDS, c, c.command_id) for c in commands), status=status)
+    return commanded
 
 
 def approval_plan(obj: Mapping[str, Any]) -> Plan:

@@ -53,16 +53,8 @@ def document(*, version: str, server: str = "localhost:9092") -> dict[str, Any]:
         cid = channel_id(topic)
         for model in topic.models:
             messages[message_id(model)] = _message(model, schemas)
-        channels[cid] = {
-            "address": topic.name,
-            "description": topic.doc,
-            "messages": {message_id(m): {"$ref": f"#/components/messages/{message_id(m)}"} for m in topic.models},
-            "bindings": {"kafka": _channel_binding(topic)},
-        }
-        ref = {"$ref": f"#/channels/{cid}"}
-        operations[f"read{cid[0].upper()}{cid[1:]}"] = {"action": "receive", "channel": ref, "summary": topic.doc}
-        if topic.name in _USER_SENDS:
-            operations[f"publish{cid[0].upper()}{cid[1:]}"] = {"action": "send", "channel": ref, "summary": topic.doc}
+        channels[cid] = _channel(topic)
+        operations.update(_operations(topic, cid))
     return {
         "asyncapi": ASYNCAPI_VERSION,
         "info": {
@@ -77,6 +69,24 @@ def document(*, version: str, server: str = "localhost:9092") -> dict[str, Any]:
         "operations": operations,
         "components": {"messages": messages, "schemas": schemas},
     }
+
+
+def _channel(topic: TopicDef) -> dict[str, Any]:
+    return {
+        "address": topic.name,
+        "description": topic.doc,
+        "messages": {message_id(m): {"$ref": f"#/components/messages/{message_id(m)}"} for m in topic.models},
+        "bindings": {"kafka": _channel_binding(topic)},
+    }
+
+
+def _operations(topic: TopicDef, cid: str) -> dict[str, Any]:
+    """Every topic can be read; the ones a user of the system publishes to can be sent to as well."""
+    ref = {"$ref": f"#/channels/{cid}"}
+    operations = {f"read{cid[0].upper()}{cid[1:]}": {"action": "receive", "channel": ref, "summary": topic.doc}}
+    if topic.name in _USER_SENDS:
+        operations[f"publish{cid[0].upper()}{cid[1:]}"] = {"action": "send", "channel": ref, "summary": topic.doc}
+    return operations
 
 
 def _message(model: type[BaseModel], schemas: dict[str, Any]) -> dict[str, Any]:
