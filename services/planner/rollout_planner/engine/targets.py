@@ -42,31 +42,53 @@ def _retarget_track(state: EngineState, cluster: ClusterRec, track: int, memo: T
     if cluster.running[track] is not None or cluster.stage is None:
         return  # the running upgrade decides; re-evaluated when it reports back
     stage = state.stages[cluster.stage]
-    if memo is None:
-        best = best_target(state, stage, cluster, track)
-    else:
-        # what best_target reads of the cluster; pairs are shared objects (model.pair), so their
-        # identity stands for their value; the entry keeps them alive, so no id is reused meanwhile
-        pairs = (cluster.versions, cluster.running, cluster.target)
-        if track == CP:
-            key: tuple[object, ...] = (CP, id(pairs[0]), cluster.done_by[CP])
-        else:
-            key = (NODES, id(pairs[0]), id(pairs[1]), id(pairs[2]), cluster.done_by[NODES])
-        found = memo.get(key)
-        if found is None:
-            found = memo[key] = (best_target(state, stage, cluster, track), pairs)
-        best = found[0]
+    best = _best(state, stage, cluster, track, memo)
     if cluster.failed[track] is not None:
-        # a failed upgrade keeps its target until an operator retries it (OPS-4), or until a newer
-        # rollout takes the cluster over with a new attempt at its own target (SOAK-4c)
-        failed_run = cluster.target_run[track]
-        if best is None or failed_run is None or not _newer(state, best[1], than=failed_run):
+        if _keeps_failed_target(state, cluster, track, best):
             return
         cluster.failed = put(cluster.failed, track, None)
     new_version, new_run = (None, None) if best is None else best
     old_version = cluster.target[track]
     if (new_version is old_version or new_version == old_version) and new_run == cluster.target_run[track]:
         return
+    old_run = _leave_target(state, stage, cluster, track, new_run=new_run)
+    cluster.target = put(cluster.target, track, new_version)
+    cluster.target_run = put(cluster.target_run, track, new_run)
+    set_queued(state, cluster, track, False)
+    if new_run is not None and new_version is not None:
+        _join_run(stage, track, new_run=new_run, old_run=old_run, version=new_version)
+
+
+def _best(
+    state: EngineState, stage: StageRec, cluster: ClusterRec, track: int, memo: TargetMemo | None
+) -> tuple[Version, str] | None:
+    """`best_target`, found once per kind of cluster in a pass that shares `memo`."""
+    if memo is None:
+        return best_target(state, stage, cluster, track)
+    # what best_target reads of the cluster; pairs are shared objects (model.pair), so their
+    # identity stands for their value; the entry keeps them alive, so no id is reused meanwhile
+    pairs = (cluster.versions, cluster.running, cluster.target)
+    if track == CP:
+        key: tuple[object, ...] = (CP, id(pairs[0]), cluster.done_by[CP])
+    else:
+        key = (NODES, id(pairs[0]), id(pairs[1]), id(pairs[2]), cluster.done_by[NODES])
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = (best_target(state, stage, cluster, track), pairs)
+    return found[0]
+
+
+def _keeps_failed_target(state: EngineState, cluster: ClusterRec, track: int, best: tuple[Version, str] | None) -> bool:
+    """A failed upgrade keeps its target until an operator retries it (OPS-4), or until a newer
+    rollout takes the cluster over with a new attempt at its own target (SOAK-4c)."""
+    failed_run = cluster.target_run[track]
+    return best is None or failed_run is None or not _newer(state, best[1], than=failed_run)
+
+
+def _leave_target(
+    state: EngineState, stage: StageRec, cluster: ClusterRec, track: int, *, new_run: str | None
+) -> str | None:
+    """What the old target held goes with it: its retries, its run's count, its window wait; returns its run."""
     old_run = cluster.target_run[track]
     if cluster.retries[track] and cluster.target[track] is not None:
         # retries count per target (OPS-4); a target set afresh (None before) keeps the count, as a
@@ -81,16 +103,17 @@ def _retarget_track(state: EngineState, cluster: ClusterRec, track: int, memo: T
     if cluster.target[track] is not None:
         # a wait for a window was for the old target's kind of upgrade
         cluster.waiting_until = put(cluster.waiting_until, track, None)
-    cluster.target = put(cluster.target, track, new_version)
-    cluster.target_run = put(cluster.target_run, track, new_run)
-    set_queued(state, cluster, track, False)
-    if new_run is not None and new_version is not None:
-        run = stage.runs[track].get(new_run)
-        if run is not None:
-            run.remaining += 1
-            run.working.add(new_version)
-            if new_run != old_run:
-                run.overtaken = False
+    return old_run
+
+
+def _join_run(stage: StageRec, track: int, *, new_run: str, old_run: str | None, version: Version) -> None:
+    """The new target's run counts the cluster among those it still has to upgrade."""
+    run = stage.runs[track].get(new_run)
+    if run is not None:
+        run.remaining += 1
+        run.working.add(version)
+        if new_run != old_run:
+            run.overtaken = False
 
 
 def _newer(state: EngineState, rollout_id: str, *, than: str) -> bool:
@@ -215,7 +238,6 @@ def retarget_members(state: EngineState, stage: StageRec, names: list[str]) -> N
     """
     clusters = state.clusters
     learnt: dict[tuple[int, ...], _Change] = {}
-    dirty = state.dirty
     for name in names:
         cluster = clusters[name]
         if cluster.partition is None or cluster.stage != stage.index:
@@ -226,19 +248,25 @@ def retarget_members(state: EngineState, stage: StageRec, names: list[str]) -> N
         change = learnt.get(key)
         if change is None:
             learnt[key] = _learn(state, stage, cluster, before)
-            continue
-        for field, value in change.writes:
-            setattr(cluster, field, value)
-        partition = stage.partitions[cluster.partition]
-        for counter, track, step in change.counts:
-            if track < 0:
-                setattr(partition, counter, getattr(partition, counter) + step)
-            else:
-                getattr(partition, counter)[track] += step
-        for run, remaining, overtaken in change.runs:
-            run.remaining += remaining
-            run.overtaken = overtaken
-        for track, version in change.pushes:
-            partition.push(track, version, name)
-        if change.dirties:
-            dirty.add(stage.index)
+        else:
+            _repeat(state, stage, cluster, change)
+
+
+def _repeat(state: EngineState, stage: StageRec, cluster: ClusterRec, change: _Change) -> None:
+    """Do to `cluster` what retarget did to the first cluster of its kind, on its own partition."""
+    assert cluster.partition is not None
+    for field, value in change.writes:
+        setattr(cluster, field, value)
+    partition = stage.partitions[cluster.partition]
+    for counter, track, step in change.counts:
+        if track < 0:
+            setattr(partition, counter, getattr(partition, counter) + step)
+        else:
+            getattr(partition, counter)[track] += step
+    for run, remaining, overtaken in change.runs:
+        run.remaining += remaining
+        run.overtaken = overtaken
+    for track, version in change.pushes:
+        partition.push(track, version, cluster.name)
+    if change.dirties:
+        state.dirty.add(stage.index)
