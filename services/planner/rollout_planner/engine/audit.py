@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState, StageRec
+from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState, PartitionRec, StageRec
 from rollout_planner.engine.runs import allowed
 
 
@@ -35,36 +35,53 @@ def _cluster_timers(state: EngineState) -> list[str]:
 def _partitions(state: EngineState, stage: StageRec, everyone: list[ClusterRec]) -> list[str]:
     problems: list[str] = []
     for partition in stage.partitions:
-        unavailable = 0
-        not_done = [0, 0]
-        queued_unavailable = [0, 0]
-        for name in partition.members:
-            cluster = state.clusters[name]
-            available = cluster.compute_available()
-            if available != cluster.available:
-                problems.append(f"{name}: cached available {cluster.available}, really {available}")
-            unavailable += not available
-            for track in TRACK_INDEXES:
-                not_done[track] += cluster.target[track] is not None or not available
-                queued_unavailable[track] += cluster.queued[track] and not available
-        departed = sum(
-            1
-            for c in everyone
-            for t in TRACK_INDEXES
-            if c.running[t] is not None
-            and c.origin[t] == (stage.index, partition.index)
-            and (c.stage, c.partition) != (stage.index, partition.index)
-        )
-        label = f"{stage.spec.name}/{partition.name}"
-        if unavailable != partition.unavailable:
-            problems.append(f"{label}: unavailable {partition.unavailable}, really {unavailable}")
-        if departed != partition.departed:
-            problems.append(f"{label}: departed in flight {partition.departed}, really {departed}")
-        if not_done != partition.not_done:
-            problems.append(f"{label}: not done {partition.not_done}, really {not_done}")
-        if queued_unavailable != partition.queued_unavailable:
-            problems.append(f"{label}: queued unavailable {partition.queued_unavailable}, really {queued_unavailable}")
+        problems += _partition_drift(state, stage, partition, everyone)
     return problems
+
+
+def _partition_drift(
+    state: EngineState, stage: StageRec, partition: PartitionRec, everyone: list[ClusterRec]
+) -> list[str]:
+    """The partition's counters against a count from scratch (and its members' cached availability)."""
+    problems: list[str] = []
+    unavailable, not_done, queued_unavailable = _member_counts(state, partition, problems)
+    departed = sum(
+        1
+        for c in everyone
+        for t in TRACK_INDEXES
+        if c.running[t] is not None
+        and c.origin[t] == (stage.index, partition.index)
+        and (c.stage, c.partition) != (stage.index, partition.index)
+    )
+    label = f"{stage.spec.name}/{partition.name}"
+    if unavailable != partition.unavailable:
+        problems.append(f"{label}: unavailable {partition.unavailable}, really {unavailable}")
+    if departed != partition.departed:
+        problems.append(f"{label}: departed in flight {partition.departed}, really {departed}")
+    if not_done != partition.not_done:
+        problems.append(f"{label}: not done {partition.not_done}, really {not_done}")
+    if queued_unavailable != partition.queued_unavailable:
+        problems.append(f"{label}: queued unavailable {partition.queued_unavailable}, really {queued_unavailable}")
+    return problems
+
+
+def _member_counts(
+    state: EngineState, partition: PartitionRec, problems: list[str]
+) -> tuple[int, list[int], list[int]]:
+    """Unavailable members, and per track those not done and those queued while unavailable."""
+    unavailable = 0
+    not_done = [0, 0]
+    queued_unavailable = [0, 0]
+    for name in partition.members:
+        cluster = state.clusters[name]
+        available = cluster.compute_available()
+        if available != cluster.available:
+            problems.append(f"{name}: cached available {cluster.available}, really {available}")
+        unavailable += not available
+        for track in TRACK_INDEXES:
+            not_done[track] += cluster.target[track] is not None or not available
+            queued_unavailable[track] += cluster.queued[track] and not available
+    return unavailable, not_done, queued_unavailable
 
 
 def _runs(state: EngineState, stage: StageRec, everyone: list[ClusterRec]) -> list[str]:

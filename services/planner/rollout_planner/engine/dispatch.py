@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 
 from rollout_common.checks import CheckPhase
-from rollout_common.commands import StageAdvance, WaitChanged
+from rollout_common.commands import StageAdvance
 from rollout_common.quantity import resolve
 from rollout_common.status import TRACKS, StageState, WaitRule
 from rollout_common.version import Version
@@ -27,8 +27,7 @@ from rollout_planner.engine.model import (
     put,
 )
 from rollout_planner.engine.tally import refresh, set_queued
-
-WaitTuple = tuple[str, str | None, dict[str, object]]
+from rollout_planner.engine.wait_records import WaitTuple, gate_1_wait, record_waits, window_wait
 
 
 def dispatch_stage(state: EngineState, stage: StageRec) -> None:
@@ -41,13 +40,13 @@ def dispatch_stage(state: EngineState, stage: StageRec) -> None:
         if any(r.dispatchable or r.state is StageState.PAUSED for r in stage.runs[track].values()):
             _dispatch_track(state, stage, track, waits)
         if state.window_blocked:
-            waits.append(_window_wait(state.window_blocked))
+            waits.append(window_wait(state.window_blocked))
         if state.budget_blocked:
             waits.append(budget_wait(state.budget_blocked))
         finish_if_done(state, stage, track)
         waits += _completion_waits(state, stage, track)
         waits += check_waits(state, stage, track)
-        _record_waits(state, stage, track, waits)
+        record_waits(state, stage, track, waits)
 
 
 def _completion_waits(state: EngineState, stage: StageRec, track: int) -> list[WaitTuple]:
@@ -162,76 +161,114 @@ def _dispatch_batch(
     head = _valid_head(state, heap, track, version, partition.index)
     if head is None:
         return False
-    run = stage.runs[track].get(head.target_run[track] or "")
-    if run is None or not hands_out(run, state.rollouts[run.rollout_id]) or state.rollouts[run.rollout_id].paused:
-        if run is not None and (run.state is StageState.PAUSED or state.rollouts[run.rollout_id].paused):
-            waits.append((WaitRule.OPS_1_PAUSED.value, partition.name, {"reason": run.reason}))
+    run = _handing_run(state, stage=stage, partition=partition, head=head, track=track, waits=waits)
+    cap = None if run is None else _concurrency_cap(stage, partition, waits)
+    if run is None or cap is None:
         return False
-    # CHK-2: each progress check's latest result passed and is fresh (check_waits says which not)
-    progress_held = stage.spec.checks and holding(state, stage, run.rollout_id, CheckPhase.PROGRESS)
-    if run.state is StageState.IN_PROGRESS and progress_held:
-        return False
-    strategy = stage.spec.rollout_strategy
-    cap = strategy.max_new
-    if strategy.max_concurrent is not None:
-        cap = min(cap, strategy.max_concurrent - stage.in_flight)
-        if cap <= 0:
-            waits.append(
-                (
-                    WaitRule.GATE_6_MAX_CONCURRENT.value,
-                    partition.name,
-                    {"inFlight": stage.in_flight, "maxConcurrent": strategy.max_concurrent},
-                )
-            )
-            return False
-    # GATE-1: the run's first batch in this partition (by position: a rename after an inventory
-    # change is the same partition) goes out ungated, once per release, whatever its versions
-    first = partition.index not in run.first_batches
-    limit = partition.max_unavailable
-    if not first:
-        # a lower bound of "the other clusters' unavailability": refuse without touching the queue
-        others_at_least = partition.holding - min(cap, partition.queued_unavailable[track])
-        if others_at_least > 0 and others_at_least >= limit:
-            _gate_1_wait(waits, partition, partition.holding)
-            return False
-    batch = _take(state, heap=heap, track=track, version=version, run=run, cap=cap, at=partition.index)
+    batch = _gated_batch(state, partition, heap=heap, run=run, cap=cap, track=track, version=version, waits=waits)
     if not batch:
         return False
-    if not first:
-        others = partition.holding - sum(1 for c in batch if not c.available)
-        if others > 0 and others >= limit:
-            for cluster in batch:
-                heapq.heappush(heap, cluster.name)
-                _look_again_when_blocked(state, cluster, track, version)
-            _gate_1_wait(waits, partition, others)
-            return False
     _hand_out(state, stage=stage, partition=partition, track=track, version=version, run=run, batch=batch)
     return True
 
 
-def _window_wait(blocked: list[tuple[float, str]]) -> WaitTuple:
-    """WIN-4: which clusters gave up their turn, and when the first of them can start."""
-    blocked.sort()
-    opens = blocked[0][0]
-    return (
-        WaitRule.WIN_MAINTENANCE.value,
-        None,
-        {
-            "waiting": len(blocked),
-            "nextOpen": None if opens == float("inf") else opens,
-            "clusters": [name for _, name in blocked[:20]],
-        },
-    )
+def _gated_batch(
+    state: EngineState,
+    partition: PartitionRec,
+    *,
+    heap: list[str],
+    run: Run,
+    cap: int,
+    track: int,
+    version: Version,
+    waits: list[WaitTuple],
+) -> list[ClusterRec]:
+    """The next clusters of the version's queue that may go together now; none when GATE-1 refuses."""
+    # GATE-1: the run's first batch in this partition (by position: a rename after an inventory
+    # change is the same partition) goes out ungated, once per release, whatever its versions
+    first = partition.index not in run.first_batches
+    if not first and _gate_1_refuses_before(partition, track=track, cap=cap, waits=waits):
+        return []
+    batch = _take(state, heap=heap, track=track, version=version, run=run, cap=cap, at=partition.index)
+    if (
+        batch
+        and not first
+        and _gate_1_refuses(state, partition, heap=heap, track=track, version=version, batch=batch, waits=waits)
+    ):
+        return []
+    return batch
 
 
-def _gate_1_wait(waits: list[WaitTuple], partition: PartitionRec, unavailable: int) -> None:
+def _handing_run(
+    state: EngineState,
+    *,
+    stage: StageRec,
+    partition: PartitionRec,
+    head: ClusterRec,
+    track: int,
+    waits: list[WaitTuple],
+) -> Run | None:
+    """The run the queue's head waits for, when it hands out now (OPS-1: not paused; CHK-2: its
+    progress checks hold no batch)."""
+    run = stage.runs[track].get(head.target_run[track] or "")
+    if run is None or not hands_out(run, state.rollouts[run.rollout_id]) or state.rollouts[run.rollout_id].paused:
+        if run is not None and (run.state is StageState.PAUSED or state.rollouts[run.rollout_id].paused):
+            waits.append((WaitRule.OPS_1_PAUSED.value, partition.name, {"reason": run.reason}))
+        return None
+    # CHK-2: each progress check's latest result passed and is fresh (check_waits says which not)
+    progress_held = stage.spec.checks and holding(state, stage, run.rollout_id, CheckPhase.PROGRESS)
+    if run.state is StageState.IN_PROGRESS and progress_held:
+        return None
+    return run
+
+
+def _concurrency_cap(stage: StageRec, partition: PartitionRec, waits: list[WaitTuple]) -> int | None:
+    """How many clusters the next batch may take (maxNew, GATE-6 maxConcurrent); None: none now."""
+    strategy = stage.spec.rollout_strategy
+    cap = strategy.max_new
+    if strategy.max_concurrent is None:
+        return cap
+    cap = min(cap, strategy.max_concurrent - stage.in_flight)
+    if cap > 0:
+        return cap
     waits.append(
         (
-            WaitRule.GATE_1_MAX_UNAVAILABLE.value,
+            WaitRule.GATE_6_MAX_CONCURRENT.value,
             partition.name,
-            {"unavailable": unavailable, "maxUnavailable": partition.max_unavailable},
+            {"inFlight": stage.in_flight, "maxConcurrent": strategy.max_concurrent},
         )
     )
+    return None
+
+
+def _gate_1_refuses_before(partition: PartitionRec, *, track: int, cap: int, waits: list[WaitTuple]) -> bool:
+    """GATE-1 on a lower bound of "the other clusters' unavailability": refuse without touching the queue."""
+    others_at_least = partition.holding - min(cap, partition.queued_unavailable[track])
+    if others_at_least > 0 and others_at_least >= partition.max_unavailable:
+        gate_1_wait(waits, partition, partition.holding)
+        return True
+    return False
+
+
+def _gate_1_refuses(
+    state: EngineState,
+    partition: PartitionRec,
+    *,
+    heap: list[str],
+    track: int,
+    version: Version,
+    batch: list[ClusterRec],
+    waits: list[WaitTuple],
+) -> bool:
+    """GATE-1 on the batch taken (all of one version): when refused, its clusters go back to the queue."""
+    others = partition.holding - sum(1 for c in batch if not c.available)
+    if not (others > 0 and others >= partition.max_unavailable):
+        return False
+    for cluster in batch:
+        heapq.heappush(heap, cluster.name)
+        _look_again_when_blocked(state, cluster, track, version)
+    gate_1_wait(waits, partition, others)
+    return True
 
 
 def _take(
@@ -302,13 +339,7 @@ def _hand_out(
 ) -> None:
     state.next_command += 1
     command_id = f"{run.rollout_id}/{stage.spec.name}/{TRACKS[track].value}/{state.next_command}"
-    for cluster in batch:
-        cluster.running = put(cluster.running, track, version)
-        cluster.running_cmd = put(cluster.running_cmd, track, command_id)
-        cluster.origin = put(cluster.origin, track, (stage.index, partition.index))
-        stage.handed[(cluster.name, track)] = partition.index
-        set_queued(state, cluster, track, False)
-        refresh(state, cluster)
+    _mark_running(state, batch, stage=stage, partition=partition, track=track, version=version, command_id=command_id)
     run.first_batches.add(partition.index)
     state.emit(
         StageAdvance(
@@ -324,23 +355,21 @@ def _hand_out(
     )
 
 
-def _record_waits(state: EngineState, stage: StageRec, track: int, waits: list[WaitTuple]) -> None:
-    """Keep the latest reasons for status; tell the progress stream when the kind of wait changes."""
-    stage.waits[track] = waits
-    keys = tuple((rule, part) for rule, part, _ in waits)
-    if keys == stage.wait_keys[track]:
-        return
-    stage.wait_keys[track] = keys
-    run = stage.latest_run(track)
-    if run is None:
-        return
-    from rollout_planner.engine.reasons import describe_waits
-
-    state.emit(
-        WaitChanged(
-            rollout_id=run.rollout_id,
-            stage=stage.spec.name,
-            track=TRACKS[track],
-            waits=tuple(describe_waits(state, stage, track)),
-        )
-    )
+def _mark_running(
+    state: EngineState,
+    batch: list[ClusterRec],
+    *,
+    stage: StageRec,
+    partition: PartitionRec,
+    track: int,
+    version: Version,
+    command_id: str,
+) -> None:
+    """The batch's clusters are upgrading: out of the queue, their slot held by the partition that handed them out."""
+    for cluster in batch:
+        cluster.running = put(cluster.running, track, version)
+        cluster.running_cmd = put(cluster.running_cmd, track, command_id)
+        cluster.origin = put(cluster.origin, track, (stage.index, partition.index))
+        stage.handed[(cluster.name, track)] = partition.index
+        set_queued(state, cluster, track, False)
+        refresh(state, cluster)

@@ -26,8 +26,9 @@ from rollout_planner.engine.model import (
     put,
 )
 from rollout_planner.engine.partitioning import StagePlan, assign_stages, plan_partitions
+from rollout_planner.engine.retarget_pass import retarget_members
 from rollout_planner.engine.tally import attach, detach, recount_departed
-from rollout_planner.engine.targets import retarget, retarget_members
+from rollout_planner.engine.targets import retarget
 
 
 class Placement(StrEnum):

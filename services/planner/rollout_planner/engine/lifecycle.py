@@ -11,8 +11,9 @@ from rollout_planner.engine.gates.approvals import hold_after, hold_before
 from rollout_planner.engine.gates.checks import describe, halted, soak_held
 from rollout_planner.engine.gates.start_windows import held_by_window, hold_for_window
 from rollout_planner.engine.model import CP, MAX_UPGRADE_TIME, NODES, EngineState, Offer, Run, StageRec
+from rollout_planner.engine.retarget_pass import retarget_members
 from rollout_planner.engine.runs import transition
-from rollout_planner.engine.targets import TargetMemo, release_failed, retarget, retarget_members
+from rollout_planner.engine.targets import TargetMemo, release_failed, retarget
 
 
 def reach_stage(state: EngineState, stage: StageRec, offers: dict[int, Offer]) -> None:

@@ -168,40 +168,66 @@ class ClusterRec:
         "waiting_until",
     )
 
+    # What each field holds (its type, said once here; `__init__` gives its starting value).
+    # Fields at their usual value share one immutable pair until written: a fleet of a million
+    # clusters then carries no per-cluster copies of "nothing yet".
+    name: str
+    profile: ClusterProfile
+    stage: int | None
+    partition: int | None
+    versions: tuple[Version, Version]
+    ready: bool
+    running: tuple[Version | None, Version | None]
+    running_cmd: tuple[str | None, str | None]
+    awaiting_ready: bool
+    failed: tuple[str | None, str | None]
+    target: tuple[Version | None, Version | None]
+    target_run: tuple[str | None, str | None]
+    done_by: tuple[frozenset[str], frozenset[str]]
+    queued: tuple[bool, bool]
+    waiting_until: tuple[float | None, float | None]
+    available: bool
+    not_done: tuple[bool, bool]
+    # per track: (stage, partition index) that handed out the upgrade in flight; it keeps the
+    # slot there until the result, wherever the cluster belongs meanwhile (SEQ-6a, GATE-1)
+    origin: tuple[tuple[int, int] | None, tuple[int, int] | None]
+    retries: tuple[int, int]  # OPS-4: retries of the current target, per track
+    observed_at: float | None  # BUS-7: newest readiness observation applied
+    finished_at: float | None  # BUS-7: when the last upgrade result says it finished
+    # per track: the version the cluster reports running when it is not the one its succeeded
+    # upgrade went to (VERSION_MISMATCH); the shared empty pair while none disagrees
+    mismatch: tuple[Version | None, Version | None]
+    # CHK-4, per track: when its last upgrade finished (the inventory's or ours, the later one)
+    upgraded_at: tuple[float | None, float | None]
+    # per track: the highest version the planner knew the cluster on, kept when the inventory
+    # reports a lower one; no upgrade goes below it (START-3: never to a lower version)
+    floor: tuple[Version | None, Version | None]
+
     def __init__(self, name: str, profile: ClusterProfile, versions: tuple[Version, Version]) -> None:
         self.name = name
         self.profile = profile
-        self.stage: int | None = None
-        self.partition: int | None = None
+        self.stage = None
+        self.partition = None
         self.versions = versions
         self.ready = True
-        # fields at their usual value share one immutable pair until written: a fleet of a million
-        # clusters then carries no per-cluster copies of "nothing yet"
-        self.running: tuple[Version | None, Version | None] = NO_PAIR
-        self.running_cmd: tuple[str | None, str | None] = NO_PAIR
+        self.running = NO_PAIR
+        self.running_cmd = NO_PAIR
         self.awaiting_ready = False
-        self.failed: tuple[str | None, str | None] = NO_PAIR
-        self.target: tuple[Version | None, Version | None] = NO_PAIR
-        self.target_run: tuple[str | None, str | None] = NO_PAIR
-        self.done_by: tuple[frozenset[str], frozenset[str]] = NOT_DONE_BY
-        self.queued: tuple[bool, bool] = NO_FLAGS
-        self.waiting_until: tuple[float | None, float | None] = NO_PAIR
+        self.failed = NO_PAIR
+        self.target = NO_PAIR
+        self.target_run = NO_PAIR
+        self.done_by = NOT_DONE_BY
+        self.queued = NO_FLAGS
+        self.waiting_until = NO_PAIR
         self.available = True
-        self.not_done: tuple[bool, bool] = NO_FLAGS
-        # per track: (stage, partition index) that handed out the upgrade in flight; it keeps the
-        # slot there until the result, wherever the cluster belongs meanwhile (SEQ-6a, GATE-1)
-        self.origin: tuple[tuple[int, int] | None, tuple[int, int] | None] = NO_PAIR
-        self.retries: tuple[int, int] = NO_RETRIES  # OPS-4: retries of the current target, per track
-        self.observed_at: float | None = None  # BUS-7: newest readiness observation applied
-        self.finished_at: float | None = None  # BUS-7: when the last upgrade result says it finished
-        # per track: the version the cluster reports running when it is not the one its succeeded
-        # upgrade went to (VERSION_MISMATCH); the shared empty pair while none disagrees
-        self.mismatch: tuple[Version | None, Version | None] = NO_PAIR
-        # CHK-4, per track: when its last upgrade finished (the inventory's or ours, the later one)
-        self.upgraded_at: tuple[float | None, float | None] = NO_PAIR
-        # per track: the highest version the planner knew the cluster on, kept when the inventory
-        # reports a lower one; no upgrade goes below it (START-3: never to a lower version)
-        self.floor: tuple[Version | None, Version | None] = NO_PAIR
+        self.not_done = NO_FLAGS
+        self.origin = NO_PAIR
+        self.retries = NO_RETRIES
+        self.observed_at = None
+        self.finished_at = None
+        self.mismatch = NO_PAIR
+        self.upgraded_at = NO_PAIR
+        self.floor = NO_PAIR
 
     # A copy (pickle: the planner's trial decisions) would hold copies of the shared pairs, which
     # identity checks (`is NO_PAIR`) would take for other values: a copy shares them again.
@@ -535,42 +561,70 @@ class UnknownClusters:
 class EngineState:
     """Everything the planner decides from. Persisted as a snapshot by the shell."""
 
+    # What each field holds (its type, said once here; `__init__` gives its starting value).
+    sequence: Sequence
+    stages: list[StageRec]
+    stage_by_name: dict[str, StageRec]
+    clusters: dict[str, ClusterRec]
+    # the shared profiles of the clusters (ClusterProfile), by what they hold: rebuilt on load
+    profiles: dict[Hashable, ClusterProfile]
+    _last_profile: ClusterProfile | None
+    _last_versions: tuple[object, tuple[Version, Version]]
+    # cluster groups of the inventory (Fleet's ClusterGroup): stages and partitions select by them
+    groups: dict[str, ClusterGroup]
+    # removed from the inventory while upgrading: kept until the result comes (SEQ-6a)
+    departed: dict[str, ClusterRec]
+    # clusters that left the inventory, as they were: one registered again is the same cluster,
+    # never moved back by an older record nor upgraded twice by one rollout (BUS-3, VER-6)
+    left: dict[str, ClusterRec]
+    rollouts: dict[str, RolloutRec]
+    seen_events: set[str]
+    soak_overrides: dict[tuple[str, str], float | None]  # None: removed (OPS-2)
+    unknown: UnknownClusters
+    gates: dict[GateKey, GateRec]  # CHK-1: approval gates reached, by rollout, stage, position
+    checks: dict[CheckKey, CheckRec]  # CHK-2: checks of a rollout at a stage, their series
+    timers: list[Timer]
+    # the pending cluster timers by (at, cluster, track), how many of each: asking whether one is
+    # already due costs the same however many timers are pending (WIN-3, a held cluster)
+    cluster_timers: dict[tuple[float, str, int], int]
+    next_command: int
+    dirty: set[int]
+    out: list[Command]
+    touched_rollouts: set[str]  # rollouts a run of which moved in this decision (STAT-4)
+    now: float
+    requested_wake: float | None
+    # clusters the current dispatch pass found outside their window: (opens at, name), for WIN-4
+    window_blocked: list[tuple[float, str]]
+    # clusters the current dispatch pass found held by their disruption budget: (ends at, name), CHK-4
+    budget_blocked: list[tuple[float, str]]
+
     def __init__(self, *, sequence: Sequence) -> None:
         self.sequence = sequence
         self.stages = [StageRec(index=i, spec=s) for i, s in enumerate(sequence.stages)]
         self.stage_by_name = {s.spec.name: s for s in self.stages}
-        self.clusters: dict[str, ClusterRec] = {}
-        # the shared profiles of the clusters (ClusterProfile), by what they hold: rebuilt on load
-        self.profiles: dict[Hashable, ClusterProfile] = {}
-        self._last_profile: ClusterProfile | None = None
-        self._last_versions: tuple[object, tuple[Version, Version]] = ((), NO_VERSIONS)
-        # cluster groups of the inventory (Fleet's ClusterGroup): stages and partitions select by them
-        self.groups: dict[str, ClusterGroup] = {}
-        # removed from the inventory while upgrading: kept until the result comes (SEQ-6a)
-        self.departed: dict[str, ClusterRec] = {}
-        # clusters that left the inventory, as they were: one registered again is the same cluster,
-        # never moved back by an older record nor upgraded twice by one rollout (BUS-3, VER-6)
-        self.left: dict[str, ClusterRec] = {}
-        self.rollouts: dict[str, RolloutRec] = {}
-        self.seen_events: set[str] = set()
-        self.soak_overrides: dict[tuple[str, str], float | None] = {}  # None: removed (OPS-2)
+        self.clusters = {}
+        self.profiles = {}
+        self._last_profile = None
+        self._last_versions = ((), NO_VERSIONS)
+        self.groups = {}
+        self.departed = {}
+        self.left = {}
+        self.rollouts = {}
+        self.seen_events = set()
+        self.soak_overrides = {}
         self.unknown = UnknownClusters()
-        self.gates: dict[GateKey, GateRec] = {}  # CHK-1: approval gates reached, by rollout, stage, position
-        self.checks: dict[CheckKey, CheckRec] = {}  # CHK-2: checks of a rollout at a stage, their series
-        self.timers: list[Timer] = []
-        # the pending cluster timers by (at, cluster, track), how many of each: asking whether one is
-        # already due costs the same however many timers are pending (WIN-3, a held cluster)
-        self.cluster_timers: dict[tuple[float, str, int], int] = {}
+        self.gates = {}
+        self.checks = {}
+        self.timers = []
+        self.cluster_timers = {}
         self.next_command = 0
-        self.dirty: set[int] = set()
-        self.out: list[Command] = []
-        self.touched_rollouts: set[str] = set()  # rollouts a run of which moved in this decision (STAT-4)
+        self.dirty = set()
+        self.out = []
+        self.touched_rollouts = set()
         self.now = 0.0
-        self.requested_wake: float | None = None
-        # clusters the current dispatch pass found outside their window: (opens at, name), for WIN-4
-        self.window_blocked: list[tuple[float, str]] = []
-        # clusters the current dispatch pass found held by their disruption budget: (ends at, name), CHK-4
-        self.budget_blocked: list[tuple[float, str]] = []
+        self.requested_wake = None
+        self.window_blocked = []
+        self.budget_blocked = []
 
     def profile(self, spec: Cluster) -> ClusterProfile:
         last = self._last_profile

@@ -9,7 +9,16 @@ from rollout_common.version import VersionError, parse_version
 from rollout_planner.engine.gates.approve import approve
 from rollout_planner.engine.gates.checks import halted
 from rollout_planner.engine.lifecycle import recompute_soak, resume_halted, update_rollout
-from rollout_planner.engine.model import TRACK_INDEXES, EngineState, RolloutRec, Run, StageRec, put, put_count
+from rollout_planner.engine.model import (
+    TRACK_INDEXES,
+    ClusterRec,
+    EngineState,
+    RolloutRec,
+    Run,
+    StageRec,
+    put,
+    put_count,
+)
 from rollout_planner.engine.runs import transition
 from rollout_planner.engine.tally import refresh
 from rollout_planner.engine.targets import enqueue, release_failed, retarget
@@ -151,30 +160,37 @@ def _retry(state: EngineState, command: OperatorCommand, rollouts: list[RolloutR
         names = [command.cluster] if command.cluster is not None else stage.members
         for name in names:
             cluster = state.clusters[name]
-            if cluster.stage != stage.index:
-                continue
-            for track in TRACK_INDEXES:
-                run_id = cluster.target_run[track]
-                if cluster.failed[track] is None or (run_id is not None and run_id not in ids):
-                    continue
-                # a failure with no target left (it moved stage meanwhile, SEQ-6a) is retried too
-                cluster.failed = put(cluster.failed, track, None)
-                retarget(state, cluster)  # evaluated again: the newest eligible version (VER-6)
-                cluster.retries = put_count(cluster.retries, track, cluster.retries[track] + 1)
-                refresh(state, cluster)
-                enqueue(state, cluster, track)
-                _fresh_budget(state, stage, stage.runs[track].get(cluster.target_run[track] or ""))
-                retried += 1
+            if cluster.stage == stage.index:
+                retried += _retry_cluster(state, stage, cluster, ids=ids)
     if not retried:
-        where = (
-            f" of cluster {command.cluster}"
-            if command.cluster
-            else f" in stage {command.stage}"
-            if command.stage
-            else ""
-        )
-        return f"no failed upgrade to retry{where}"
+        return f"no failed upgrade to retry{_retry_where(command)}"
     return None
+
+
+def _retry_cluster(state: EngineState, stage: StageRec, cluster: ClusterRec, *, ids: set[str]) -> int:
+    """Retry the cluster's failed tracks of the rollouts `ids`; returns how many it retried."""
+    retried = 0
+    for track in TRACK_INDEXES:
+        run_id = cluster.target_run[track]
+        if cluster.failed[track] is None or (run_id is not None and run_id not in ids):
+            continue
+        # a failure with no target left (it moved stage meanwhile, SEQ-6a) is retried too
+        cluster.failed = put(cluster.failed, track, None)
+        retarget(state, cluster)  # evaluated again: the newest eligible version (VER-6)
+        cluster.retries = put_count(cluster.retries, track, cluster.retries[track] + 1)
+        refresh(state, cluster)
+        enqueue(state, cluster, track)
+        _fresh_budget(state, stage, stage.runs[track].get(cluster.target_run[track] or ""))
+        retried += 1
+    return retried
+
+
+def _retry_where(command: OperatorCommand) -> str:
+    if command.cluster:
+        return f" of cluster {command.cluster}"
+    if command.stage:
+        return f" in stage {command.stage}"
+    return ""
 
 
 def _fresh_budget(state: EngineState, stage: StageRec, run: Run | None) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Protocol
@@ -67,13 +67,32 @@ class Membership:
 def assign_stages(sequence: Sequence, clusters: Iterable[Member], groups: Iterable[ClusterGroup] = ()) -> Membership:
     """SEQ-2: a cluster in two stages is reported, never silently resolved; it joins neither."""
     groups = tuple(groups)
+    by_name = [i for i, s in enumerate(sequence.stages) if s.cluster_names is not None]
+    if not by_name and isinstance(clusters, list) and all(isinstance(c, ClusterRec) for c in clusters[:1]):
+        return _assign_records(sequence, clusters, groups)
     stage_of: dict[str, int] = {}
     other_channel: list[str] = []
     conflicts: dict[str, list[str]] = {}
     unmatched: list[str] = []
-    by_name = [i for i, s in enumerate(sequence.stages) if s.cluster_names is not None]
-    if not by_name and isinstance(clusters, list) and all(isinstance(c, ClusterRec) for c in clusters[:1]):
-        return _assign_records(sequence, clusters, groups)
+    for cluster, matching in _stages_selecting(sequence, clusters, groups, by_name=by_name):
+        if cluster.channel != sequence.channel:
+            if matching:
+                other_channel.append(cluster.name)
+            continue
+        if len(matching) > 1:
+            conflicts[cluster.name] = [sequence.stages[i].name for i in matching]
+        elif matching:
+            stage_of[cluster.name] = matching[0]
+        else:
+            unmatched.append(cluster.name)
+    return Membership(stage_of, sorted(other_channel), conflicts, sorted(unmatched))
+
+
+def _stages_selecting(
+    sequence: Sequence, clusters: Iterable[Member], groups: tuple[ClusterGroup, ...], *, by_name: list[int]
+) -> Iterator[tuple[Member, list[int]]]:
+    """Each cluster with the indexes of the stages that select it, in order; the selectors not by
+    name are evaluated once per shared key (`_shared`), those by name for each cluster."""
     seen: dict[object, list[int]] = {}
     for cluster in clusters:
         key = _shared(cluster)
@@ -86,18 +105,7 @@ def assign_stages(sequence: Sequence, clusters: Iterable[Member], groups: Iterab
         elif by_name:
             named = [i for i in by_name if cluster.name in (sequence.stages[i].cluster_names or ())]
             found = sorted([*found, *named])
-        matching = found
-        if cluster.channel != sequence.channel:
-            if matching:
-                other_channel.append(cluster.name)
-            continue
-        if len(matching) > 1:
-            conflicts[cluster.name] = [sequence.stages[i].name for i in matching]
-        elif matching:
-            stage_of[cluster.name] = matching[0]
-        else:
-            unmatched.append(cluster.name)
-    return Membership(stage_of, sorted(other_channel), conflicts, sorted(unmatched))
+        yield cluster, found
 
 
 def _assign_records(sequence: Sequence, records: list[ClusterRec], groups: tuple[ClusterGroup, ...]) -> Membership:
@@ -201,6 +209,36 @@ def _manual(
     taken: dict[str, str] = {}
     buckets: dict[str, list[str]] = {p.name: [] for p in strategy.partitions}
     warnings = _warnings(stage_name, strategy)
+    for cluster, hits in _partitions_matching(strategy, ordered, groups):
+        if not hits:
+            continue
+        taken[cluster.name] = hits[0].name
+        buckets[hits[0].name].append(cluster.name)
+        if len(hits) > 1:
+            others = ", ".join(p.name for p in hits[1:])
+            warnings.append(
+                f"stage {stage_name}: cluster {cluster.name} matches partitions {hits[0].name} and "
+                f"{others}; it belongs to {hits[0].name} only (PART-2)"
+            )
+    partitions = [
+        PartitionPlan(spec.name, tuple(buckets[spec.name]), manual_limit(strategy, index, len(buckets[spec.name])))
+        for index, spec in enumerate(strategy.partitions)
+    ]
+    no_partition = [c.name for c in ordered if c.name not in taken]
+    if no_partition:
+        warnings.append(
+            f"stage {stage_name}: {len(no_partition)} cluster(s) match no partition and will not be "
+            f"upgraded (PART-2, NO_PARTITION): {', '.join(no_partition[:10])}"
+        )
+    names = [c.name for c in ordered if c.name in taken]
+    return StagePlan(stage_name, names, partitions, no_partition=no_partition, warnings=warnings)
+
+
+def _partitions_matching(
+    strategy: RolloutStrategy, ordered: list[Member], groups: tuple[ClusterGroup, ...]
+) -> Iterator[tuple[Member, list[PartitionSpec]]]:
+    """Each cluster with the partitions whose selectors match it, in listed order; evaluated once per
+    shared key (`_shared`) unless a partition selects by name."""
     by_name = any(p.cluster_name is not None for p in strategy.partitions)
     seen: dict[object, list[PartitionSpec]] = {}
     for cluster in ordered:
@@ -213,29 +251,7 @@ def _manual(
             ]
             if key is not None:
                 seen[key] = found
-        hits = found
-        if not hits:
-            continue
-        taken[cluster.name] = hits[0].name
-        buckets[hits[0].name].append(cluster.name)
-        if len(hits) > 1:
-            others = ", ".join(p.name for p in hits[1:])
-            warnings.append(
-                f"stage {stage_name}: cluster {cluster.name} matches partitions {hits[0].name} and "
-                f"{others}; it belongs to {hits[0].name} only (PART-2)"
-            )
-    partitions = []
-    for index, spec in enumerate(strategy.partitions):
-        members = buckets[spec.name]
-        partitions.append(PartitionPlan(spec.name, tuple(members), manual_limit(strategy, index, len(members))))
-    no_partition = [c.name for c in ordered if c.name not in taken]
-    if no_partition:
-        warnings.append(
-            f"stage {stage_name}: {len(no_partition)} cluster(s) match no partition and will not be "
-            f"upgraded (PART-2, NO_PARTITION): {', '.join(no_partition[:10])}"
-        )
-    names = [c.name for c in ordered if c.name in taken]
-    return StagePlan(stage_name, names, partitions, no_partition=no_partition, warnings=warnings)
+        yield cluster, found
 
 
 def _warnings(stage_name: str, strategy: RolloutStrategy) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from rollout_common.commands import StageTransition
 from rollout_common.gates import GatePosition
 from rollout_common.status import TRACKS, StageReason, StageState
+from rollout_common.version import Version
 from rollout_planner.engine.errors import EngineInvariantError
 from rollout_planner.engine.model import EngineState, Run
 
@@ -77,24 +78,12 @@ def transition(
     """Move the run, announce it on the progress stream; a move outside the table is a broken
     invariant. `gate` names the approval gate a run going AWAITING_APPROVAL waits at (CHK-1)."""
     stage = state.stages[run.stage]
-    if not allowed(run.state, new):
-        raise EngineInvariantError(
-            rule="STAT-2",
-            stage=stage.spec.name,
-            message=f"run of {run.rollout_id} on track {TRACKS[run.track].value} cannot go from "
-            f"{run.state.value} to {new.value} ({reason.value})",
-        )
+    _check_allowed(run, new, reason, stage_name=stage.spec.name)
     run.prior = run.state
     run.state = new
     state.touched_rollouts.add(run.rollout_id)
     run.reason = reason.value
-    soaked = new in (S.SOAKING, S.FORCED_SOAKING, S.COMPLETE) or (new is S.AWAITING_APPROVAL and run.qualified)
-    version = run.qualified if soaked else None
-    if version is None:
-        version = min(run.working) if run.working else run.offered
-    said = "cancelled by an operator" if new is S.CANCELLED and reason is StageReason.USER else None
-    text = (said or _REASONS.get(reason, reason.value)) + (f": {detail}" if detail else "")
-    until = run.soak_end if new in (S.SOAKING, S.FORCED_SOAKING) else None
+    version = _shown_version(run, new)
     state.emit(
         StageTransition(
             rollout_id=run.rollout_id,
@@ -102,8 +91,32 @@ def transition(
             track=TRACKS[run.track],
             state=new,
             version=None if version is None else version.text,
-            reason=text,
-            until=until,
+            reason=_reason_text(new, reason, detail),
+            until=run.soak_end if new in (S.SOAKING, S.FORCED_SOAKING) else None,
             gate=gate,
         )
     )
+
+
+def _check_allowed(run: Run, new: StageState, reason: StageReason, *, stage_name: str) -> None:
+    if not allowed(run.state, new):
+        raise EngineInvariantError(
+            rule="STAT-2",
+            stage=stage_name,
+            message=f"run of {run.rollout_id} on track {TRACKS[run.track].value} cannot go from "
+            f"{run.state.value} to {new.value} ({reason.value})",
+        )
+
+
+def _shown_version(run: Run, new: StageState) -> Version | None:
+    """The version a transition names: the one qualified once the run soaks, else the one it works on."""
+    soaked = new in (S.SOAKING, S.FORCED_SOAKING, S.COMPLETE) or (new is S.AWAITING_APPROVAL and run.qualified)
+    version = run.qualified if soaked else None
+    if version is None:
+        version = min(run.working) if run.working else run.offered
+    return version
+
+
+def _reason_text(new: StageState, reason: StageReason, detail: str) -> str:
+    said = "cancelled by an operator" if new is S.CANCELLED and reason is StageReason.USER else None
+    return (said or _REASONS.get(reason, reason.value)) + (f": {detail}" if detail else "")

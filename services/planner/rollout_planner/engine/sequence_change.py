@@ -14,6 +14,7 @@ from rollout_planner.engine.model import (
     NO_FLAGS,
     NO_PAIR,
     TRACK_INDEXES,
+    ClusterRec,
     EngineState,
     StageRec,
     Timer,
@@ -161,28 +162,33 @@ def _reset_clusters(state: EngineState, moved: dict[int, int]) -> dict[tuple[str
         cluster.queued = NO_FLAGS
         cluster.available, cluster.not_done = True, NO_FLAGS
         for track in TRACK_INDEXES:
-            origin = cluster.origin[track]
             kept = cluster.failed[track] is not None and cluster.target_run[track] is not None
             if kept and stage_before in moved and cluster.name in state.clusters:
                 failed[(cluster.name, track)] = moved[stage_before]
-                continue
-            if cluster.running[track] is None or origin is None:
-                cluster.target = put(cluster.target, track, None)
-                cluster.target_run = put(cluster.target_run, track, None)
-                cluster.waiting_until = put(cluster.waiting_until, track, None)
-                continue
-            if origin[0] not in moved:
-                raise EngineInvariantError(
-                    rule="SEQ-7", cluster=cluster.name, message="an upgrade in flight belongs to a removed stage"
-                )
-            stage = state.stages[moved[origin[0]]]
-            cluster.origin = put(cluster.origin, track, (stage.index, origin[1]))
-            run = stage.runs[track].get(cluster.target_run[track] or "")
-            if run is not None:
-                run.remaining += 1
+            else:
+                _reset_track(state, cluster, track, moved)
         if cluster.origin == (None, None):
             cluster.origin = NO_PAIR
     return failed
+
+
+def _reset_track(state: EngineState, cluster: ClusterRec, track: int, moved: dict[int, int]) -> None:
+    """The track's target goes, unless an upgrade is in flight: that one moves with its stage's new index."""
+    origin = cluster.origin[track]
+    if cluster.running[track] is None or origin is None:
+        cluster.target = put(cluster.target, track, None)
+        cluster.target_run = put(cluster.target_run, track, None)
+        cluster.waiting_until = put(cluster.waiting_until, track, None)
+        return
+    if origin[0] not in moved:
+        raise EngineInvariantError(
+            rule="SEQ-7", cluster=cluster.name, message="an upgrade in flight belongs to a removed stage"
+        )
+    stage = state.stages[moved[origin[0]]]
+    cluster.origin = put(cluster.origin, track, (stage.index, origin[1]))
+    run = stage.runs[track].get(cluster.target_run[track] or "")
+    if run is not None:
+        run.remaining += 1
 
 
 def _settle_failed(state: EngineState, failed: dict[tuple[str, int], int]) -> None:

@@ -108,25 +108,8 @@ def document(state: EngineState) -> dict[str, Any]:
         "requestedWake": state.requested_wake,
         "seen": sorted(state.seen_events),
         "soakOverrides": [[s, v, d] for (s, v), d in state.soak_overrides.items()],
-        "gates": [
-            [r, s, p.value, g.reached_at, g.approved_at, g.approved_by, g.comment]
-            for (r, s, p), g in state.gates.items()
-        ],
-        "checks": [
-            [
-                r,
-                s,
-                c,
-                k.since,
-                k.interval,
-                k.observed_at,
-                None if k.outcome is None else k.outcome.value,
-                k.value,
-                k.failed,
-                k.inconclusive,
-            ]
-            for (r, s, c), k in state.checks.items()
-        ],
+        "gates": _gate_rows(state),
+        "checks": _check_rows(state),
         "timers": [[t.at, t.kind, t.stage, t.track, t.ref] for t in state.timers],
         "unknown": _unknown(state.unknown),
         "rollouts": [_rollout(r) for r in state.rollouts.values()],
@@ -138,6 +121,32 @@ def document(state: EngineState) -> dict[str, Any]:
         "profiles": table,
     }
     return doc
+
+
+def _gate_rows(state: EngineState) -> list[list[Any]]:
+    """CHK-1: the approval gates reached, one row each."""
+    return [
+        [r, s, p.value, g.reached_at, g.approved_at, g.approved_by, g.comment] for (r, s, p), g in state.gates.items()
+    ]
+
+
+def _check_rows(state: EngineState) -> list[list[Any]]:
+    """CHK-2: the checks of each rollout at each stage, one row each."""
+    return [
+        [
+            r,
+            s,
+            c,
+            k.since,
+            k.interval,
+            k.observed_at,
+            None if k.outcome is None else k.outcome.value,
+            k.value,
+            k.failed,
+            k.inconclusive,
+        ]
+        for (r, s, c), k in state.checks.items()
+    ]
 
 
 def _unknown(unknown: UnknownClusters) -> dict[str, Any]:
@@ -337,22 +346,7 @@ def load(data: bytes) -> EngineState:
 def _load(data: bytes) -> EngineState:
     doc = _decoded(data)
     state = EngineState(sequence=Sequence.model_validate(doc["sequence"]))
-    state.now = doc["now"]
-    state.next_command = doc["nextCommand"]
-    state.requested_wake = doc["requestedWake"]
-    state.seen_events = set(doc["seen"])
-    state.soak_overrides = {(s, v): d for s, v, d in doc["soakOverrides"]}
-    # CHK-1: absent from a snapshot written before gates existed
-    state.gates = {
-        (r, s, GatePosition(p)): GateRec(at, ok, by, said) for r, s, p, at, ok, by, said in doc.get("gates", [])
-    }
-    # CHK-2: absent from a snapshot written before checks were applied
-    state.checks = {
-        (r, s, c): CheckRec(
-            since, interval, seen, None if outcome is None else CheckOutcome(outcome), value, failed, unsure
-        )
-        for r, s, c, since, interval, seen, outcome, value, failed, unsure in doc.get("checks", [])
-    }
+    _load_clock_and_gates(state, doc)
     _load_timers(state, doc["timers"])
     if "unknown" in doc:  # absent from a snapshot written before: nothing said yet
         _load_unknown(state.unknown, doc["unknown"])
@@ -370,6 +364,26 @@ def _load(data: bytes) -> EngineState:
     # closing wakes it, WIN-3)
     state.dirty = set(range(len(state.stages)))
     return state
+
+
+def _load_clock_and_gates(state: EngineState, doc: dict[str, Any]) -> None:
+    """The decision clock and the events seen; soak overrides (OPS-2), approval gates (CHK-1), check series (CHK-2)."""
+    state.now = doc["now"]
+    state.next_command = doc["nextCommand"]
+    state.requested_wake = doc["requestedWake"]
+    state.seen_events = set(doc["seen"])
+    state.soak_overrides = {(s, v): d for s, v, d in doc["soakOverrides"]}
+    # CHK-1: absent from a snapshot written before gates existed
+    state.gates = {
+        (r, s, GatePosition(p)): GateRec(at, ok, by, said) for r, s, p, at, ok, by, said in doc.get("gates", [])
+    }
+    # CHK-2: absent from a snapshot written before checks were applied
+    state.checks = {
+        (r, s, c): CheckRec(
+            since, interval, seen, None if outcome is None else CheckOutcome(outcome), value, failed, unsure
+        )
+        for r, s, c, since, interval, seen, outcome, value, failed, unsure in doc.get("checks", [])
+    }
 
 
 def _decoded(data: bytes) -> dict[str, Any]:

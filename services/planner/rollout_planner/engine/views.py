@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rollout_common.commands import Wait
 from rollout_common.quantity import resolve
 from rollout_common.status import (
     TRACKS,
@@ -141,43 +142,7 @@ def stage_track_state(stage: StageRec, track: int) -> str:
 
 def stage_view(state: EngineState, stage: StageRec, *, with_clusters: bool = True) -> dict[str, Any]:
     """One stage's status: per track state, counts per cluster status, partitions, and why it waits."""
-    tracks: dict[str, Any] = {}
-    for track in TRACK_INDEXES:
-        counts: dict[str, int] = {}
-        for name in stage.members + stage.no_partition:
-            status, _ = track_status(state, state.clusters[name], track)
-            counts[status.value] = counts.get(status.value, 0) + 1
-        run = stage.latest_run(track)
-        qualified = sorted(
-            {
-                r.qualified.text
-                for r in stage.runs[track].values()
-                if r.state is StageState.COMPLETE and r.qualified is not None
-            }
-        )
-        waits = describe_waits(state, stage, track, with_clusters=with_clusters)
-        if not any(w.rule == WaitRule.WIN_MAINTENANCE.value for w in waits):
-            # the scan finds clusters whose window wait the last dispatch pass did not record; one
-            # it did record is said once (it was listed twice: the recorded wait and the scan's)
-            waits += window_waits(state, stage, track)
-        # CHK-4: every cluster its budget holds now, not only those the last dispatch pass met
-        waits = [w for w in waits if w.rule != WaitRule.CHK_4_DISRUPTION_BUDGET.value]
-        waits += budget_waits(state, stage, track)
-        waits += approval_waits(state, stage, track)
-        waits += start_window_waits(state, stage, track)
-        tracks[TRACKS[track].value] = {
-            "state": stage_track_state(stage, track),
-            "rollout": None if run is None else run.rollout_id,
-            "reason": None if run is None else run.reason,
-            "version": None if run is None else _run_version(run),
-            "soakEnd": None if run is None else run.soak_end,
-            "startedAt": None if run is None else run.started_at,
-            "finishedAt": None if run is None else run.finished_at,
-            "counts": counts,
-            "qualified": qualified,
-            "partitions": [_partition_view(p, track) for p in stage.partitions],
-            "waits": [w.model_dump(mode="json") for w in waits],
-        }
+    tracks = {TRACKS[track].value: _track_view(state, stage, track, with_clusters) for track in TRACK_INDEXES}
     view: dict[str, Any] = {"name": stage.spec.name, "clusters": len(stage.members) + len(stage.no_partition)}
     view["tracks"] = tracks
     if stage.spec.approval.any:  # CHK-1; a stage without gates shows as before
@@ -185,6 +150,61 @@ def stage_view(state: EngineState, stage: StageRec, *, with_clusters: bool = Tru
     if stage.spec.checks:  # CHK-2; a stage without checks shows as before
         view["checks"] = check_views(state, stage)
     return view
+
+
+def _track_view(state: EngineState, stage: StageRec, track: int, with_clusters: bool) -> dict[str, Any]:
+    counts = _status_counts(state, stage, track)
+    run = stage.latest_run(track)
+    qualified = _qualified(stage, track)
+    waits = _track_waits(state, stage, track, with_clusters)
+    return {
+        "state": stage_track_state(stage, track),
+        "rollout": None if run is None else run.rollout_id,
+        "reason": None if run is None else run.reason,
+        "version": None if run is None else _run_version(run),
+        "soakEnd": None if run is None else run.soak_end,
+        "startedAt": None if run is None else run.started_at,
+        "finishedAt": None if run is None else run.finished_at,
+        "counts": counts,
+        "qualified": qualified,
+        "partitions": [_partition_view(p, track) for p in stage.partitions],
+        "waits": [w.model_dump(mode="json") for w in waits],
+    }
+
+
+def _qualified(stage: StageRec, track: int) -> list[str]:
+    """The versions the stage's completed runs qualified on the track, in order."""
+    return sorted(
+        {
+            r.qualified.text
+            for r in stage.runs[track].values()
+            if r.state is StageState.COMPLETE and r.qualified is not None
+        }
+    )
+
+
+def _status_counts(state: EngineState, stage: StageRec, track: int) -> dict[str, int]:
+    """How many of the stage's clusters are in each status (STAT-1) on the track."""
+    counts: dict[str, int] = {}
+    for name in stage.members + stage.no_partition:
+        status, _ = track_status(state, state.clusters[name], track)
+        counts[status.value] = counts.get(status.value, 0) + 1
+    return counts
+
+
+def _track_waits(state: EngineState, stage: StageRec, track: int, with_clusters: bool) -> list[Wait]:
+    """Why the track waits (STAT-5): what the last dispatch pass recorded, with what scans of the stage add."""
+    waits = describe_waits(state, stage, track, with_clusters=with_clusters)
+    if not any(w.rule == WaitRule.WIN_MAINTENANCE.value for w in waits):
+        # the scan finds clusters whose window wait the last dispatch pass did not record; one
+        # it did record is said once (it was listed twice: the recorded wait and the scan's)
+        waits += window_waits(state, stage, track)
+    # CHK-4: every cluster its budget holds now, not only those the last dispatch pass met
+    waits = [w for w in waits if w.rule != WaitRule.CHK_4_DISRUPTION_BUDGET.value]
+    waits += budget_waits(state, stage, track)
+    waits += approval_waits(state, stage, track)
+    waits += start_window_waits(state, stage, track)
+    return waits
 
 
 def _run_version(run: Any) -> str | None:

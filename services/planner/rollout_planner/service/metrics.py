@@ -24,83 +24,87 @@ _DECISION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 class PlannerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.batches_emitted = Counter(
-            "rollout_planner_batches_emitted", "stage-advance batches handed to executors", registry=self.registry
+        # registered in this order, the order of the exposition
+        self._add_record_counters()
+        self._add_decision_metrics()
+        self._add_fleet_gauges()
+        self._add_input_metrics()
+        self._shown: dict[str, set[tuple[str, ...]]] = {}
+
+    def _counter(self, name: str, doc: str, *labels: str) -> Counter:
+        return Counter(name, doc, labels, registry=self.registry)
+
+    def _gauge(self, name: str, doc: str, *labels: str) -> Gauge:
+        return Gauge(name, doc, labels, registry=self.registry)
+
+    def _add_record_counters(self) -> None:
+        """What became of the records read and the batches handed out."""
+        self.batches_emitted = self._counter(
+            "rollout_planner_batches_emitted", "stage-advance batches handed to executors"
         )
-        self.stage_batches = Counter(
+        self.stage_batches = self._counter(
             "rollout_planner_stage_batches",
             "stage-advance batches handed to executors, per stage and track",
-            ["stage", "track"],
-            registry=self.registry,
+            "stage",
+            "track",
         )
-        self.events_applied = Counter(
-            "rollout_planner_events_applied", "events applied to the engine", ["kind"], registry=self.registry
+        self.events_applied = self._counter("rollout_planner_events_applied", "events applied to the engine", "kind")
+        self.duplicates_skipped = self._counter(
+            "rollout_planner_duplicates_skipped", "records delivered again that the snapshot already contained"
         )
-        self.duplicates_skipped = Counter(
-            "rollout_planner_duplicates_skipped",
-            "records delivered again that the snapshot already contained",
-            registry=self.registry,
-        )
-        self.dead_letters = Counter(
-            "rollout_planner_dead_letters", "records sent to the dead-letter topic", registry=self.registry
-        )
-        self.quarantined = Counter(
+        self.dead_letters = self._counter("rollout_planner_dead_letters", "records sent to the dead-letter topic")
+        self.quarantined = self._counter(
             "rollout_planner_quarantined_events",
             "events set aside because the engine raised on them (BUS-9), per event kind",
-            ["kind"],
-            registry=self.registry,
+            "kind",
         )
-        self.lease_lost = Counter(
-            "rollout_planner_lease_lost",
-            "times this planner lost its lease and went back to standby (BUS-8)",
-            registry=self.registry,
+        self.lease_lost = self._counter(
+            "rollout_planner_lease_lost", "times this planner lost its lease and went back to standby (BUS-8)"
         )
+
+    def _add_decision_metrics(self) -> None:
+        """How long the engine takes, and how far the persisted batches got."""
         self.decision_seconds = Histogram(
             "rollout_planner_decision_seconds",
             "time spent in one decide call",
             buckets=_DECISION_BUCKETS,
             registry=self.registry,
         )
-        self.last_batch = Gauge(
-            "rollout_planner_last_batch", "number of the last persisted batch", registry=self.registry
-        )
-        self.rollouts = Gauge(
-            "rollout_planner_rollouts", "rollouts per state (STAT-4)", ["state"], registry=self.registry
-        )
-        self.clusters = Gauge(
+        self.last_batch = self._gauge("rollout_planner_last_batch", "number of the last persisted batch")
+
+    def _add_fleet_gauges(self) -> None:
+        """The fleet as the last status document describes it (`observe_status`)."""
+        self.rollouts = self._gauge("rollout_planner_rollouts", "rollouts per state (STAT-4)", "state")
+        self.clusters = self._gauge(
             "rollout_planner_clusters",
             "clusters per stage, track and status (STAT-1), from the last status document",
-            ["stage", "track", "status"],
-            registry=self.registry,
+            "stage",
+            "track",
+            "status",
         )
-        self.gate_waits = Gauge(
-            "rollout_planner_waits",
-            "current wait reasons per rule (STAT-5), summed over stages and tracks",
-            ["rule"],
-            registry=self.registry,
+        self.gate_waits = self._gauge(
+            "rollout_planner_waits", "current wait reasons per rule (STAT-5), summed over stages and tracks", "rule"
         )
-        self.next_wake_up = Gauge(
-            "rollout_planner_next_wake_up_timestamp_seconds",
-            "when the planner next acts on a timer (0: no timer)",
-            registry=self.registry,
+        self.next_wake_up = self._gauge(
+            "rollout_planner_next_wake_up_timestamp_seconds", "when the planner next acts on a timer (0: no timer)"
         )
-        self.consumer_lag = Gauge(
+
+    def _add_input_metrics(self) -> None:
+        """What the planner has yet to read, and the events that name clusters it does not know."""
+        self.consumer_lag = self._gauge(
             "rollout_planner_consumer_lag",
             "records not yet polled per input partition (highwater - position)",
-            ["topic", "partition"],
-            registry=self.registry,
+            "topic",
+            "partition",
         )
-        self.unknown_cluster_events = Counter(
+        self.unknown_cluster_events = self._counter(
             "rollout_planner_unknown_cluster_events",
             "readiness events and upgrade results naming a cluster the inventory does not have",
-            registry=self.registry,
         )
-        self.unknown_clusters = Gauge(
+        self.unknown_clusters = self._gauge(
             "rollout_planner_unknown_clusters",
             "distinct unknown cluster names the planner keeps track of (named in the last one or two notice periods)",
-            registry=self.registry,
         )
-        self._shown: dict[str, set[tuple[str, ...]]] = {}
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -79,20 +79,29 @@ class Planner:
         self.metrics = metrics or PlannerMetrics()
         self.dead_letters = DeadLetterMetrics(self.metrics.registry)
         self._stopping = asyncio.Event()
-        self._retrier = Retrier(
-            backoff_s=settings.retry_backoff_s,
-            backoff_max_s=settings.retry_backoff_max_s,
-            stopping=self._stopping,
-            on_failure=self._not_ready,
-        )
+        self._retrier = self._new_retrier()
         self._decision = self._batch_decision()
-        self._set_aside = SetAside(
-            decide=self._engine_decide, metrics=self.metrics, dead_letters=self.dead_letters, source=settings.source
-        )
+        self._set_aside = self._new_set_aside()
         self._consumer: Consumer | None = None
         self.ready = False
         self.lease = lease or self._new_lease()
         self._new_term()
+
+    def _new_retrier(self) -> Retrier:
+        return Retrier(
+            backoff_s=self._settings.retry_backoff_s,
+            backoff_max_s=self._settings.retry_backoff_max_s,
+            stopping=self._stopping,
+            on_failure=self._not_ready,
+        )
+
+    def _new_set_aside(self) -> SetAside:
+        return SetAside(
+            decide=self._engine_decide,
+            metrics=self.metrics,
+            dead_letters=self.dead_letters,
+            source=self._settings.source,
+        )
 
     def _batch_decision(self) -> BatchDecision:
         settings = self._settings

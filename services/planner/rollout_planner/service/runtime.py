@@ -14,7 +14,7 @@ from rollout_adapters.shutdown import bounded_close, unless_stopped
 from rollout_adapters.status_server import StatusServer
 from rollout_common.connection_settings import loggable
 from rollout_common.errors import TransientError
-from rollout_common.ports import Store
+from rollout_common.ports import Bus, Store
 from rollout_planner.engine import EngineState
 from rollout_planner.service import initial_state
 from rollout_planner.service.checkpoint import CLOCK_ORIGIN_KEY
@@ -65,29 +65,11 @@ async def serve(settings: PlannerSettings) -> None:
     store = redis_store(settings)
     probes: StatusServer | None = None
     try:
-        clock = await stored_clock(store, scale=settings.time_scale)
-        planner = Planner(
-            bus=bus,
-            store=store,
-            settings=settings,
-            clock=clock,
-            initial_state=initial_state_source(settings, store),
-            lease_store=lambda: redis_store(settings),
-        )
-        loop = asyncio.get_running_loop()
-        signalled = asyncio.Event()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, signalled.set)
+        planner = await _planner(settings, bus=bus, store=store)
+        signalled = _stop_signals()
         task = asyncio.create_task(planner.run(), name="planner")
         if settings.http_port:
-            probes = StatusServer(
-                host=settings.http_host,
-                port=settings.http_port,
-                healthy=lambda: not task.done(),
-                ready=lambda: planner.ready,
-                metrics=planner.metrics.exposition,
-                dashboard=dashboard_site(settings, planner),
-            )
+            probes = _probes(settings, planner, task)
             port = await probes.start()
             log.info("probes listening", extra={"port": port, "dashboard_port": probes.dashboard_port})
         await _until_done_or_stopped(task, signalled, planner=planner, grace_s=settings.shutdown_grace_s)
@@ -96,6 +78,39 @@ async def serve(settings: PlannerSettings) -> None:
             await probes.stop()
         await bounded_close("the Kafka clients", bus.close())
         await bounded_close("the Redis client", store.close())
+
+
+async def _planner(settings: PlannerSettings, *, bus: Bus, store: Store) -> Planner:
+    clock = await stored_clock(store, scale=settings.time_scale)
+    return Planner(
+        bus=bus,
+        store=store,
+        settings=settings,
+        clock=clock,
+        initial_state=initial_state_source(settings, store),
+        lease_store=lambda: redis_store(settings),
+    )
+
+
+def _stop_signals() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT."""
+    loop = asyncio.get_running_loop()
+    signalled = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, signalled.set)
+    return signalled
+
+
+def _probes(settings: PlannerSettings, planner: Planner, task: asyncio.Task[None]) -> StatusServer:
+    """Liveness (the planner's task runs), readiness, metrics and the dashboard, on the HTTP port."""
+    return StatusServer(
+        host=settings.http_host,
+        port=settings.http_port,
+        healthy=lambda: not task.done(),
+        ready=lambda: planner.ready,
+        metrics=planner.metrics.exposition,
+        dashboard=dashboard_site(settings, planner),
+    )
 
 
 async def _until_done_or_stopped(

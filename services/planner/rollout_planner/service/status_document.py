@@ -128,24 +128,16 @@ def _live(state: EngineState, timer: Timer) -> bool:
 def attention(state: EngineState) -> dict[str, Any]:
     """Clusters a person must look at: failed upgrades and paused clusters, each list capped."""
     failed: list[dict[str, Any]] = []
+    mismatched: list[dict[str, Any]] = []
+    deprecated: list[str] = []
     windows: list[tuple[float, str, int]] = []
     budgets: list[tuple[float, str, int]] = []
-    deprecated: list[str] = []
-    mismatched: list[dict[str, Any]] = []
     failed_total = deprecated_total = mismatched_total = 0
     for cluster in state.clusters.values():
         mismatched_total += _track_rows(mismatched, cluster, values=cluster.mismatch, details=_mismatch_details)
         failed_total += _track_rows(failed, cluster, values=cluster.failed, details=_failure_details)
         if cluster.waiting_until is not NO_PAIR:
-            for track in TRACK_INDEXES:
-                until = cluster.waiting_until[track]
-                if until is None or until <= state.now:
-                    continue
-                ends = _budget_end(state, cluster, track)
-                if ends is not None:  # CHK-4: held by its budget, whatever its window does after
-                    budgets.append((ends, cluster.name, track))
-                else:
-                    windows.append((until, cluster.name, track))
+            _add_paused(state, cluster, windows=windows, budgets=budgets)
         if cluster.profile.deprecated_api_usage and any(v is not None for v in cluster.target):
             deprecated_total += 1
             if len(deprecated) < NAMES_CAP:
@@ -153,6 +145,37 @@ def attention(state: EngineState) -> dict[str, Any]:
     return {
         "failed": failed,
         "failedTotal": failed_total,
+        **_paused_lists(windows, budgets),
+        "pausedDeprecated": deprecated,
+        "pausedDeprecatedTotal": deprecated_total,
+        # upgraded, but the cluster reports another version: not counted done (VERSION_MISMATCH)
+        "versionMismatch": mismatched,
+        "versionMismatchTotal": mismatched_total,
+    }
+
+
+def _add_paused(
+    state: EngineState,
+    cluster: ClusterRec,
+    *,
+    windows: list[tuple[float, str, int]],
+    budgets: list[tuple[float, str, int]],
+) -> None:
+    """Each track of the cluster waiting now: (until, name, track) in `budgets` when its budget holds
+    it, else in `windows`."""
+    for track in TRACK_INDEXES:
+        until = cluster.waiting_until[track]
+        if until is None or until <= state.now:
+            continue
+        ends = _budget_end(state, cluster, track)
+        if ends is not None:  # CHK-4: held by its budget, whatever its window does after
+            budgets.append((ends, cluster.name, track))
+        else:
+            windows.append((until, cluster.name, track))
+
+
+def _paused_lists(windows: list[tuple[float, str, int]], budgets: list[tuple[float, str, int]]) -> dict[str, Any]:
+    return {
         # the windows that open first are the ones worth naming
         "pausedWindow": [
             {"cluster": name, "track": TRACKS[track].value, "until": None if math.isinf(until) else until}
@@ -165,11 +188,6 @@ def attention(state: EngineState) -> dict[str, Any]:
             for until, name, track in heapq.nsmallest(NAMES_CAP, budgets)
         ],
         "pausedBudgetTotal": len(budgets),
-        "pausedDeprecated": deprecated,
-        "pausedDeprecatedTotal": deprecated_total,
-        # upgraded, but the cluster reports another version: not counted done (VERSION_MISMATCH)
-        "versionMismatch": mismatched,
-        "versionMismatchTotal": mismatched_total,
     }
 
 

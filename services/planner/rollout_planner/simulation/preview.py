@@ -15,8 +15,9 @@ from rollout_common.sequence import Stage
 from rollout_common.window import from_epoch, to_epoch
 from rollout_planner.engine import decide, new_state
 from rollout_planner.engine.model import CP, NODES
+from rollout_planner.engine.partitioning import StagePlan
 from rollout_planner.engine.views import track_status
-from rollout_planner.simulation.runner import Simulator, plan_of
+from rollout_planner.simulation.runner import Report, Simulator, plan_of
 from rollout_planner.simulation.scenario import Scenario
 
 
@@ -28,28 +29,30 @@ def preview(scenario: Scenario) -> dict[str, Any]:
     simulator = Simulator(ideal)
     report = simulator.run()
     origin = to_epoch(scenario.start)
-    stages = []
     specs = {s.name: s for s in scenario.sequence.stages}
-    for plan in plans:
-        stages.append(
-            {
-                **_gates(specs[plan.name], scenario.sequence.min_upgrade_interval),
-                "name": plan.name,
-                "clusters": len(plan.members) + len(plan.no_partition),
-                "partitions": [
-                    {"name": p.name, "clusters": list(p.clusters), "maxUnavailable": p.max_unavailable}
-                    for p in plan.partitions
-                ],
-                "noPartition": plan.no_partition,
-                "timeline": _timeline(report.transitions, report.batches, plan.name, origin),
-            }
-        )
+    stages = [_stage_preview(scenario, specs[plan.name], plan, report=report, origin=origin) for plan in plans]
     return {
         "name": scenario.name,
         "stages": stages,
         "warnings": warnings,
         "batches": [{**b, "at": _iso(origin + b["t"])} for b in report.batches],
         "eligibility": _eligibility(scenario),
+    }
+
+
+def _stage_preview(
+    scenario: Scenario, spec: Stage, plan: StagePlan, *, report: Report, origin: float
+) -> dict[str, Any]:
+    """One stage: its gates, its partitions and who is in each, and its timeline in the ideal run."""
+    return {
+        **_gates(spec, scenario.sequence.min_upgrade_interval),
+        "name": plan.name,
+        "clusters": len(plan.members) + len(plan.no_partition),
+        "partitions": [
+            {"name": p.name, "clusters": list(p.clusters), "maxUnavailable": p.max_unavailable} for p in plan.partitions
+        ],
+        "noPartition": plan.no_partition,
+        "timeline": _timeline(report.transitions, report.batches, plan.name, origin),
     }
 
 
