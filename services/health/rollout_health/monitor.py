@@ -164,7 +164,7 @@ class HealthMonitor:
         self._clock = clock
         _install_client_fixes()
         self.app = _monitor_app(settings)
-        self._add_topics_and_table(settings)
+        self._add_topics(settings)
         self.outbox: Outbox = outbox or FaustOutbox(self.app)
         self._ticks = 0
         self._in_flight = InFlight()
@@ -175,20 +175,19 @@ class HealthMonitor:
         # partitions are revoked: another worker may own them, and see newer heartbeats, meanwhile.
         self._known: dict[str, ClusterHealth] = {}
         self._seen: dict[str, float] = {}
-        self._inbox = HeartbeatInbox(
-            self.app, topic=self.heartbeats.get_topic_name(), batch_max=settings.batch_max_records
-        )
-        self._inbox.install()
         self.app.on_partitions_revoked.connect(self._forget_owned)
         self.agent = self.app.agent(self.heartbeats, name="heartbeats", concurrency=1)(self._process)
         self.app.timer(settings.check_interval_s, name="staleness")(self.check_staleness)
 
-    def _add_topics_and_table(self, settings: MonitorSettings) -> None:
+    def _add_topics(self, settings: MonitorSettings) -> None:
+        """The topics, the table, and the heartbeats' way to the agent (`heartbeat_inbox`)."""
         prefix = settings.topic_prefix
         partitions = settings.partitions(HEARTBEATS)
         self.heartbeats = self.app.topic(
             prefix + HEARTBEATS.name, key_serializer="raw", value_serializer="raw", partitions=partitions
         )
+        self._inbox = HeartbeatInbox(self.app, topic=prefix + HEARTBEATS.name, batch_max=settings.batch_max_records)
+        self._inbox.install()
         self.table = KeyPartitionedTable(
             self.app,
             name=TABLE_NAME,
