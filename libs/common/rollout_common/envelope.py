@@ -198,23 +198,25 @@ def _fast_binary(
 
 
 def _header_text(headers: Mapping[str, bytes]) -> dict[str, str]:
+    """Our headers (CloudEvents' and the content type) as text, in one pass: the size bound is
+    judged before a header that is not UTF-8, as the first refusal to name."""
     size = 0
-    ours: list[tuple[str, bytes]] = []
+    text: dict[str, str] = {}
+    not_text: str | None = None
     for name, raw in headers.items():
         size += len(name) + (len(raw) if raw else 0)
         if not name.isascii():
             _check_name(name)
         if name[:3] == "ce_" or name == "content-type":
-            ours.append((name, raw or b""))
+            try:
+                text[name] = raw.decode() if raw else ""
+            except UnicodeDecodeError:
+                not_text = not_text or name
         # others (a binary trace context, say) are not ours to read
     if size > MAX_HEADER_BYTES:
         raise InvalidInputError(f"headers exceed a bound: {size} bytes (limit {MAX_HEADER_BYTES})")
-    text: dict[str, str] = {}
-    for name, raw in ours:
-        try:
-            text[name] = raw.decode()
-        except UnicodeDecodeError as exc:
-            raise InvalidInputError(f"a header is not UTF-8: {name!r}") from exc
+    if not_text is not None:
+        raise InvalidInputError(f"a header is not UTF-8: {not_text!r}")
     return text
 
 

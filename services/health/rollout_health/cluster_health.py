@@ -71,8 +71,7 @@ def after_heartbeat(
     if previous is not None and seen_at < previous.last_seen:
         # Older than what we have (a producer's clock went back): it must not undo a newer state.
         return previous, None
-    cp_version = reported_version(heartbeat.control_plane_version)
-    node_version = reported_version(heartbeat.node_version)
+    reported = (reported_version(heartbeat.control_plane_version), reported_version(heartbeat.node_version))
     was = (None, None) if previous is None else (previous.control_plane_version, previous.node_version)
     state = ClusterHealth(
         ready=heartbeat.ready,
@@ -84,24 +83,30 @@ def after_heartbeat(
     )
     # A version the probe could not read this time is unknown, not changed: only a version
     # reported and different is news (an upgrade landing, or not landing, on the cluster).
-    now_reported = (cp_version, node_version)
-    versions_changed = any(new is not None and new != old for new, old in zip(now_reported, was, strict=True))
+    versions_changed = any(new is not None and new != old for new, old in zip(reported, was, strict=True))
     if state.last_published == heartbeat.ready and not versions_changed:
         return state, None
+    return _published(state, heartbeat, reported=reported, seen_at=seen_at)
+
+
+def _published(
+    state: ClusterHealth, heartbeat: Heartbeat, *, reported: tuple[str | None, str | None], seen_at: float
+) -> tuple[ClusterHealth, Readiness]:
+    """The readiness a heartbeat's news publishes, and the row that records it as published."""
     reason = heartbeat.detail or ("reported ready" if heartbeat.ready else "reported not ready")
     readiness = Readiness(
         cluster=heartbeat.cluster,
         ready=heartbeat.ready,
         reason=reason,
         observed_at=seen_at,
-        control_plane_version=cp_version,
-        node_version=node_version,
+        control_plane_version=reported[0],
+        node_version=reported[1],
     )
     published = {
         "last_published": heartbeat.ready,
         "published_observed_at": seen_at,
-        "control_plane_version": cp_version or was[0],
-        "node_version": node_version or was[1],
+        "control_plane_version": reported[0] or state.control_plane_version,
+        "node_version": reported[1] or state.node_version,
     }
     return state.model_copy(update=published), readiness
 

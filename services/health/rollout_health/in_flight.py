@@ -39,8 +39,16 @@ class InFlight:
     def __len__(self) -> int:
         return len(self._queue)
 
+    @property
+    def full(self) -> bool:
+        """`room` would wait."""
+        return len(self._queue) >= self._limit and self.failure is None
+
     def add(self, delivery: asyncio.Future[Any] | None, finish: Callable[[], object]) -> None:
         """Finish this heartbeat once `delivery` and everything queued before it are acknowledged."""
+        if delivery is None and not self._queue and self.failure is None:
+            finish()  # nothing sent and nothing before it: most heartbeats, finished at once
+            return
         self._queue.append(_Pending(delivery, finish))
         if delivery is not None and not delivery.done():
             delivery.add_done_callback(self._drain)

@@ -1,14 +1,15 @@
 """The health monitor: a faust app turning heartbeats into readiness changes.
 
-- Agent (concurrency 1: faust 0.15 can commit past an unfinished event with more): takes raw
-  heartbeat records in batches, decodes them with the CloudEvents envelope (a bad one is
-  dead-lettered, never crashes the agent), and publishes a Readiness on change. A heartbeat that
-  changes nothing (a fleet at rest) only moves its cluster's last-seen time, kept in memory: the
-  row, and its changelog record, is written on a change and at most every `checkpoint_interval_s`
-  per cluster.
-  It does not wait for the broker's ack of each change before the next heartbeat: acks are manual
-  (`noack`), and `InFlight` writes a heartbeat's row and acks its event only once its readiness
-  and every earlier one is acknowledged, so faust commits no offset ahead of what was published.
+- Agent (concurrency 1: faust 0.15 can commit past an unfinished event with more): takes the raw
+  heartbeat records faust fetched while it was busy, as one batch (`heartbeat_inbox`: not one
+  faust event per record), decodes them with the CloudEvents envelope (a bad one is dead-lettered,
+  never crashes the agent), and publishes a Readiness on change. A heartbeat that changes nothing
+  (a fleet at rest) only moves its cluster's last-seen time, kept in memory: the row, and its
+  changelog record, is written on a change and at most every `checkpoint_interval_s` per cluster.
+  It does not wait for the broker's ack of each change before the next heartbeat: the agent tracks
+  and acks each record itself, and `InFlight` writes a heartbeat's row and acks its record only
+  once its readiness and every earlier one is acknowledged, so faust commits no offset ahead of
+  what was published.
 - Table `cluster-health`: {ready, last_seen, last_published, the versions last published} per
   cluster, changelog-backed in Kafka, so a restarted monitor neither forgets nor re-announces what it published.
 - Timer: every `check_interval_s`, a cluster silent for `staleness_limit_s` is published not
@@ -34,9 +35,11 @@ import threading
 import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from functools import partial
 from typing import Any, cast
 
 import faust
+from faust.types import Message
 from mode import ServiceT
 
 from rollout_adapters import faust_message_dispatch, faust_uncommitted_seek, kafka_fetcher_close, kafka_records
@@ -52,6 +55,7 @@ from rollout_common.ports import Record
 from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
 from rollout_health.cluster_health import ClusterHealth, after_heartbeat, after_silence, changes_nothing
 from rollout_health.faust_topics import changelog_configs
+from rollout_health.heartbeat_inbox import HeartbeatBatch, HeartbeatInbox
 from rollout_health.in_flight import InFlight
 from rollout_health.metrics import HealthMetrics
 from rollout_health.outbox import FaustOutbox, Outbox
@@ -107,6 +111,47 @@ class KeyPartitionedTable(faust.Table[str, dict[str, Any]]):
         return kafka_partition(str(key).encode(), self.partitions)
 
 
+def _install_client_fixes() -> None:
+    """Patches of faust's and aiokafka's consumer, for every consumer of the process."""
+    # faust's consumer is aiokafka's: without these, a header name that is not UTF-8 raises in
+    # its fetcher on every poll and the worker never reads that partition again (BUS-4), and
+    # a SIGTERM with the broker down hangs the worker until its supervisor kills it.
+    kafka_records.install()
+    kafka_fetcher_close.install()
+    # faust rewinds the records it fetched during a rebalance only on partitions with a committed
+    # offset: without this, a worker killed before its first commit left its successor to start
+    # at the end of the log and never judge the heartbeats in between (BUS-4)
+    faust_uncommitted_seek.install()
+    rewind_commit_gaps()  # faust never commits a partition again past records it skipped
+    # faust made four tasks for every record it handed to the agent's stream
+    faust_message_dispatch.install()
+
+
+def _monitor_app(settings: MonitorSettings) -> MonitorApp:
+    return MonitorApp(
+        settings.group(settings.app_id),
+        # one URL per host: faust reads "kafka://a:1,b:2" as a single host named "a:1,b:2"
+        broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap.split(",") if host.strip()],
+        broker_credentials=broker_credentials(settings.kafka_security),
+        store=settings.store_url,
+        datadir=settings.data_dir,  # None: faust's own, `<app id>-data` in the working directory
+        topic_replication_factor=settings.kafka_replication_factor,
+        topic_partitions=settings.partitions(HEARTBEATS),
+        table_standby_replicas=0,
+        producer_linger=0.005,
+        # a killed worker's partitions move to its replacement after this, not faust's 60 s:
+        # until then nobody turns heartbeats into readiness
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=min(3.0, settings.session_timeout_s / 3),
+        web_enabled=settings.web_port > 0,
+        web_port=settings.web_port or 6066,
+        autodiscover=False,
+        # Table rows are JSON objects keyed by the cluster name's bytes (as the topics are).
+        key_serializer="raw",
+        value_serializer="json",
+    )
+
+
 class HealthMonitor:
     def __init__(
         self,
@@ -116,61 +161,12 @@ class HealthMonitor:
         clock: Clock = time.time,
         metrics: HealthMetrics | None = None,
     ) -> None:
-        prefix = settings.topic_prefix
-        partitions = settings.partitions(HEARTBEATS)
         self.metrics = metrics or HealthMetrics()
         self._settings = settings
         self._clock = clock
-        # faust's consumer is aiokafka's: without these, a header name that is not UTF-8 raises in
-        # its fetcher on every poll and the worker never reads that partition again (BUS-4), and
-        # a SIGTERM with the broker down hangs the worker until its supervisor kills it.
-        kafka_records.install()
-        kafka_fetcher_close.install()
-        # faust rewinds the records it fetched during a rebalance only on partitions with a committed
-        # offset: without this, a worker killed before its first commit left its successor to start
-        # at the end of the log and never judge the heartbeats in between (BUS-4)
-        faust_uncommitted_seek.install()
-        rewind_commit_gaps()  # faust never commits a partition again past records it skipped
-        # faust made four tasks for every record it handed to the agent's stream
-        faust_message_dispatch.install()
-        self.app = MonitorApp(
-            settings.group(settings.app_id),
-            # one URL per host: faust reads "kafka://a:1,b:2" as a single host named "a:1,b:2"
-            broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap.split(",") if host.strip()],
-            broker_credentials=broker_credentials(settings.kafka_security),
-            store=settings.store_url,
-            datadir=settings.data_dir,  # None: faust's own, `<app id>-data` in the working directory
-            topic_replication_factor=settings.kafka_replication_factor,
-            topic_partitions=partitions,
-            table_standby_replicas=0,
-            producer_linger=0.005,
-            # a killed worker's partitions move to its replacement after this, not faust's 60 s:
-            # until then nobody turns heartbeats into readiness
-            broker_session_timeout=settings.session_timeout_s,
-            broker_heartbeat_interval=min(3.0, settings.session_timeout_s / 3),
-            web_enabled=settings.web_port > 0,
-            web_port=settings.web_port or 6066,
-            autodiscover=False,
-            # Table rows are JSON objects keyed by the cluster name's bytes (as the topics are).
-            key_serializer="raw",
-            value_serializer="json",
-        )
-        self.heartbeats = self.app.topic(
-            prefix + HEARTBEATS.name,
-            key_serializer="raw",
-            value_serializer="raw",
-            partitions=partitions,
-        )
-        self.table = KeyPartitionedTable(
-            self.app,
-            name=TABLE_NAME,
-            partitions=partitions,
-            key_type=str,
-            extra_topic_configs=changelog_configs(settings),
-        )
-        self.app.tables.add(self.table)
-        self.readiness_topic = prefix + READINESS.name
-        self.dead_letter_topic = prefix + DEAD_LETTER.name
+        _install_client_fixes()
+        self.app = _monitor_app(settings)
+        self._add_topics(settings)
         self.outbox: Outbox = outbox or FaustOutbox(self.app)
         self._ticks = 0
         self._in_flight = InFlight()
@@ -185,58 +181,115 @@ class HealthMonitor:
         self.agent = self.app.agent(self.heartbeats, name="heartbeats", concurrency=1)(self._process)
         self.app.timer(settings.check_interval_s, name="staleness")(self.check_staleness)
 
-    async def _process(self, stream: faust.StreamT[bytes]) -> AsyncIterator[list[Readiness | None]]:
-        # faust's agent hands a Stream; StreamT does not declare noack_take. Events, not values, so
-        # each is acked (for faust's commit) only once finished, which `InFlight` decides.
-        batches = cast("faust.Stream[bytes]", stream).noack_take(
-            self._settings.batch_max_records, within=self._settings.batch_within_s
+    def _add_topics(self, settings: MonitorSettings) -> None:
+        """The topics, the table, and the heartbeats' way to the agent (`heartbeat_inbox`)."""
+        prefix = settings.topic_prefix
+        partitions = settings.partitions(HEARTBEATS)
+        self.heartbeats = self.app.topic(
+            prefix + HEARTBEATS.name, key_serializer="raw", value_serializer="raw", partitions=partitions
         )
-        async for events in batches:
-            results = []
-            for event in cast("list[faust.types.EventT[bytes]]", events):
-                self._in_flight.check()
-                await self._in_flight.room()
-                self._in_flight.check()
-                message = event.message
-                record = Record(
-                    topic=message.topic,
-                    partition=message.partition,
-                    offset=message.offset,
-                    key=message.key,
-                    value=message.value or b"",
-                    headers=_header_map(message.headers),
-                    timestamp_ms=int(message.timestamp * 1000),
-                )
-                results.append(await self.on_record(record, finished=event.ack))
-            # Yielded once a batch (each yield costs faust's agent a round of its own), so a test
-            # can wait for its events to be handled (their sends queued).
-            yield results
+        self._inbox = HeartbeatInbox(self.app, topic=prefix + HEARTBEATS.name, batch_max=settings.batch_max_records)
+        self._inbox.install()
+        self.table = KeyPartitionedTable(
+            self.app,
+            name=TABLE_NAME,
+            partitions=partitions,
+            key_type=str,
+            extra_topic_configs=changelog_configs(settings),
+        )
+        self.app.tables.add(self.table)
+        self.readiness_topic = prefix + READINESS.name
+        self.dead_letter_topic = prefix + DEAD_LETTER.name
+
+    async def _process(self, stream: faust.StreamT[bytes]) -> AsyncIterator[list[Readiness | None]]:
+        # Values, not events: a `HeartbeatBatch` (the heartbeats topic, see `heartbeat_inbox`) comes as
+        # a value with no event of its own; a heartbeat faust delivered itself (another channel, as in
+        # a test) as its bytes, with its event current. Not acked by the stream: `InFlight` decides
+        # when each heartbeat is finished (StreamT does not declare noack).
+        values = cast("faust.Stream[Any]", stream).noack()
+        async for value in values:
+            if isinstance(value, HeartbeatBatch):
+                self._inbox.taken(value)
+                # Yielded once a batch (each yield costs faust's agent a round of its own), so a test
+                # can wait for its heartbeats to be handled (their sends queued).
+                yield await self._on_batch(value)
+            else:
+                event = values.current_event
+                assert event is not None  # a value from a channel of events
+                yield [await self._on_message(event.message, finished=event.ack)]
+
+    async def _on_batch(self, batch: HeartbeatBatch) -> list[Readiness | None]:
+        app = self.app
+        consumer = app.consumer
+        results = []
+        for message in batch:
+            if batch.generation_id != app.consumer_generation_id or not app.flow_control.is_active():
+                # fetched before a rebalance: skipped and acked, as faust's stream does (it is fetched
+                # again from the committed offset by whoever owns its partition now)
+                consumer.ack(message)
+                continue
+            if not message.tracked:  # a rebalance waits for the messages an agent started
+                message.tracked = True
+                consumer.track_message(message)
+            results.append(await self._on_message(message, finished=partial(consumer.ack, message)))
+        return results
+
+    async def _on_message(self, message: Message, *, finished: Callable[[], object]) -> Readiness | None:
+        in_flight = self._in_flight
+        in_flight.check()
+        if in_flight.full:
+            await in_flight.room()
+            in_flight.check()
+        record = Record(
+            topic=message.topic,
+            partition=message.partition,
+            offset=message.offset,
+            key=message.key,
+            value=message.value or b"",
+            headers=_header_map(message.headers),
+            timestamp_ms=int(message.timestamp * 1000),
+        )
+        return await self.on_record(record, finished=finished)
 
     async def _forget_owned(self, _sender: Any, /, *_: Any, signal: Any, **__: Any) -> None:
+        self._inbox.reset()
         self._known.clear()
         self._seen.clear()
 
     async def on_record(self, record: Record, *, finished: Callable[[], object] = lambda: None) -> Readiness | None:
-        """Any failure judging one record is that record's dead letter: the agent goes on (BUS-4).
-        Publishing stays outside: a broker failure must not turn a good heartbeat into a dead letter.
-        `finished` (the event's ack) runs once the record's readiness, if any, and every earlier
-        record's are acknowledged, after its row is written."""
-        try:
-            cluster, previous, state, readiness = self._judge(record)
-        except InvalidInputError as exc:
-            await self._dead_letter(record, reason=str(exc))
+        """The record judged, its readiness (if any) queued, and its row scheduled. Publishing stays
+        outside the dead-letter guard: a broker failure must not turn a good heartbeat into a dead
+        letter. `finished` (the event's ack) runs once the record's readiness, if any, and every
+        earlier record's are acknowledged, after its row is written."""
+        judged = await self._judged_or_dead_letter(record)
+        if judged is None or judged[2] is judged[1]:
+            # dead-lettered, or nothing to write: a heartbeat that changes nothing, or an old one
             self._in_flight.add(None, finished)
             return None
+        cluster, _, state, readiness = judged
+        delivery = None if readiness is None else await self._publish(readiness, wait=False)
+        self._in_flight.add(delivery, self._row_writer(cluster, state, finished))
+        return readiness
+
+    async def _judged_or_dead_letter(
+        self, record: Record
+    ) -> tuple[str, ClusterHealth | None, ClusterHealth, Readiness | None] | None:
+        """Any failure judging one record is that record's dead letter (then None): the agent goes on
+        (BUS-4)."""
+        try:
+            return self._judge(record)
+        except InvalidInputError as exc:
+            reason = str(exc)
         except Exception as exc:
             log.exception("handling a heartbeat raised; dead-lettered")
             first_line = (str(exc).splitlines() or [""])[0][:500]
-            await self._dead_letter(record, reason=f"quarantined: handling raised {type(exc).__name__}: {first_line}")
-            self._in_flight.add(None, finished)
-            return None
-        if state is previous:  # nothing to write: a heartbeat that changes nothing, or an old one
-            self._in_flight.add(None, finished)
-            return None
-        delivery = None if readiness is None else await self._publish(readiness, wait=False)
+            reason = f"quarantined: handling raised {type(exc).__name__}: {first_line}"
+        await self._dead_letter(record, reason=reason)
+        return None
+
+    def _row_writer(self, cluster: str, state: ClusterHealth, finished: Callable[[], object]) -> Callable[[], None]:
+        """`state` is the cluster's row from now on; the table's is written by the function returned,
+        which runs once the readiness it says was published is acknowledged."""
         self._unwritten[cluster] = state
         self._known[cluster] = state
         self._seen.pop(cluster, None)  # the row has its time
@@ -248,8 +301,7 @@ class HealthMonitor:
                 del self._unwritten[cluster]
             finished()
 
-        self._in_flight.add(delivery, write_row)
-        return readiness
+        return write_row
 
     def _judge(self, record: Record) -> tuple[str, ClusterHealth | None, ClusterHealth, Readiness | None]:
         """The heartbeat's cluster, its row before and after, and the readiness to publish if any."""
@@ -283,48 +335,66 @@ class HealthMonitor:
         now = self._clock()
         published: list[Readiness] = []
         self._ticks += 1
-        limit = self._settings.staleness_limit_s
         for cluster, row in list(self.table.items()):
             if cluster in self._unwritten:
                 continue  # a heartbeat was just judged: not silent, and its own readiness is on its way
-            current, grace = self._known.get(cluster), 0.0
-            if current is None:
-                # not heard from since this worker took its partition: the previous owner may have
-                # seen heartbeats up to a checkpoint interval after the row's time (see the module)
-                current, grace = ClusterHealth.model_validate(row), self._settings.checkpoint_interval_s
-            # Numbers first: most clusters, most ticks, need nothing, and models cost.
-            last_seen = max(current.last_seen, self._seen.get(cluster, current.last_seen))
-            stale = current.last_published is not False and now - last_seen >= limit + grace
-            if not stale and now - last_seen >= self._settings.row_expiry_s + grace:
-                self._expire(cluster)
+            due = self._silence_due(cluster, row, now=now)
+            if due is None:
                 continue
-            if not stale and (current.last_published is None or not self._republish_due(cluster)):
-                continue
-            if last_seen != current.last_seen:
-                current = current.model_copy(update={"last_seen": last_seen})
-            state, readiness = after_silence(cluster, current, now=now, staleness_limit_s=limit, grace_s=grace)
+            current, grace = due
+            state, readiness = after_silence(
+                cluster, current, now=now, staleness_limit_s=self._settings.staleness_limit_s, grace_s=grace
+            )
             if readiness is not None:
-                await self._publish(readiness)
-                self.metrics.stale_marks.inc()
-                self.table[cluster] = state.model_dump()
-                self._known[cluster] = state
-                self._seen.pop(cluster, None)
+                await self._mark_stale(cluster, state, readiness)
                 published.append(readiness)
             elif current.last_published is not None and self._republish_due(cluster):
-                # Readiness is a state, not only a change: saying it again now and then repairs a
-                # planner that applied a change before the upgrade it follows, or a change lost in a
-                # crash between this table and the topic. The planner ignores repeats.
-                again = Readiness(
-                    cluster=cluster,
-                    ready=current.last_published,
-                    reason="unchanged",
-                    observed_at=current.evidence_at,
-                    control_plane_version=current.control_plane_version,
-                    node_version=current.node_version,
-                )
-                await self._publish(again, change=False)
-                published.append(again)
+                published.append(await self._say_again(cluster, current))
         return published
+
+    def _silence_due(self, cluster: str, row: Mapping[str, Any], *, now: float) -> tuple[ClusterHealth, float] | None:
+        """The cluster's row (with its newest heartbeat's time) and its grace, when its silence or its
+        republish turn calls for something this tick; None when not (a row silent past its expiry is
+        dropped here)."""
+        current, grace = self._known.get(cluster), 0.0
+        if current is None:
+            # not heard from since this worker took its partition: the previous owner may have
+            # seen heartbeats up to a checkpoint interval after the row's time (see the module)
+            current, grace = ClusterHealth.model_validate(row), self._settings.checkpoint_interval_s
+        # Numbers first: most clusters, most ticks, need nothing, and models cost.
+        last_seen = max(current.last_seen, self._seen.get(cluster, current.last_seen))
+        stale = current.last_published is not False and now - last_seen >= self._settings.staleness_limit_s + grace
+        if not stale and now - last_seen >= self._settings.row_expiry_s + grace:
+            self._expire(cluster)
+            return None
+        if not stale and (current.last_published is None or not self._republish_due(cluster)):
+            return None
+        if last_seen != current.last_seen:
+            current = current.model_copy(update={"last_seen": last_seen})
+        return current, grace
+
+    async def _mark_stale(self, cluster: str, state: ClusterHealth, readiness: Readiness) -> None:
+        await self._publish(readiness)
+        self.metrics.stale_marks.inc()
+        self.table[cluster] = state.model_dump()
+        self._known[cluster] = state
+        self._seen.pop(cluster, None)
+
+    async def _say_again(self, cluster: str, current: ClusterHealth) -> Readiness:
+        """Readiness is a state, not only a change: saying it again now and then repairs a planner
+        that applied a change before the upgrade it follows, or a change lost in a crash between
+        this table and the topic. The planner ignores repeats."""
+        assert current.last_published is not None
+        again = Readiness(
+            cluster=cluster,
+            ready=current.last_published,
+            reason="unchanged",
+            observed_at=current.evidence_at,
+            control_plane_version=current.control_plane_version,
+            node_version=current.node_version,
+        )
+        await self._publish(again, change=False)
+        return again
 
     def _expire(self, cluster: str) -> None:
         """Drop a row silent for `row_expiry_s` and published stale: a name nobody reports for (made up,
@@ -392,6 +462,9 @@ class HealthMonitor:
 
 
 def _header_map(headers: Any) -> dict[str, bytes]:
-    """Kafka headers arrive as (name, value) pairs or a mapping; values may be None."""
+    """Kafka headers arrive as (name, value) pairs (aiokafka's, tested first: every heartbeat) or a
+    mapping; values may be None."""
+    if isinstance(headers, list | tuple):
+        return {str(name): value or b"" for name, value in headers}
     pairs = headers.items() if isinstance(headers, Mapping) else (headers or [])
     return {str(name): value or b"" for name, value in pairs}

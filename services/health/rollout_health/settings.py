@@ -158,9 +158,11 @@ class MonitorSettings(_Common):
         "longer repeated (a made-up, mistyped or decommissioned name is not said again for ever); if it reports "
         "again, its next heartbeat is a first one. Must exceed staleness_limit_s",
     )
-    batch_max_records: int = Field(default=500, ge=1, description="heartbeats the agent takes at a time")
-    batch_within_s: float = Field(
-        default=0.05, gt=0.0, description="how long the agent waits to fill a batch: the most a heartbeat waits"
+    batch_max_records: int = Field(
+        default=500,
+        ge=1,
+        description="most heartbeats the agent takes at a time: those fetched while it judged the previous ones "
+        "(it never waits to fill a batch)",
     )
     store_url: str = Field(default="memory://", description="faust table store; the changelog is in Kafka")
     # None keeps faust's own choice, relative to the working directory: the image's working
