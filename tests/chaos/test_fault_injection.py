@@ -14,8 +14,9 @@ fires faults at points of progress (a fraction of all upgrades succeeded):
 - `bad_records`: a value that is not JSON and one of the wrong schema on every input topic (BUS-4).
 
 Then an independent audit (`chaos_audit`) reads the topics with a plain aiokafka consumer:
-every stage and track COMPLETE, every cluster upgraded exactly once per track (a second driver
-run only where the executor running the first was killed in between), none missing, no batch
+every stage and track COMPLETE, every cluster upgraded exactly once per track (the simulated
+driver's world file says what took effect; a second driver start only where the executor running
+the first was killed in between), none missing, no batch
 above maxNew, every partition's unavailable count rebuilt over time and no batch sent while
 GATE-1 or GATE-3 was closed (membership and partitions as the planner's SEQ-6 notices had them),
 the membership the planner ends on is the one sent, every bad record dead-lettered, and the

@@ -38,7 +38,7 @@ class SimulatedDriverSettings(BaseModel):
         default=None,
         description="the simulated fleet's state, kept beyond the executor process: every completed upgrade appends "
         "a line `cluster track version fencing-token` (one atomic append), and the last line of a cluster and track "
-        "is what it runs, as the probe before a re-run reads it; None: nothing is kept and nothing can be probed",
+        "is what it runs, as the probe before a re-run reads it; unset: nothing is kept and nothing can be probed",
     )
 
 
