@@ -231,7 +231,10 @@ class Executor:
         if observed is None:
             log.info("%s: taken over; the driver cannot tell what runs, so it upgrades again", target.key)
             return False
-        return observed.removeprefix("v") == target.version.removeprefix("v")
+        if observed.removeprefix("v") != target.version.removeprefix("v"):
+            log.info("%s: taken over; the track runs %s, so it upgrades again", target.key, observed)
+            return False
+        return True
 
     async def _run_under(self, lease: Lease, command: StageAdvance, target: UpgradeTarget) -> UpgradeResult:
         """Publish `started` and run the driver while renewing `lease`; its final result.
