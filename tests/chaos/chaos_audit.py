@@ -24,9 +24,10 @@ import datetime as dt
 import itertools
 import json
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -115,9 +116,12 @@ class GateSample:
 class Audit:
     findings: list[str] = field(default_factory=list)
     succeeded_keys: int = 0
-    duplicates: int = 0  # (cluster, track, version) whose driver was started more than once
-    explained_duplicates: int = 0  # of those, the ones an executor kill mid-upgrade explains
-    missing: int = 0
+    duplicates: int = 0  # (cluster, track, version) whose upgrade took effect more than once (driver's record)
+    completions: int = 0  # upgrades that took effect, as the driver recorded them
+    reruns: int = 0  # (cluster, track, version) whose driver was started more than once (`started` results)
+    explained_reruns: int = 0  # of those, the ones an executor kill mid-upgrade explains
+    missing: int = 0  # cluster-tracks never upgraded (no `succeeded`, or the driver never completed one)
+    missing_keys: set[tuple[str, str]] = field(default_factory=set)
     batches: int = 0
     batches_gate_checked: int = 0  # batches whose partition and gates were rebuilt and checked
     gate1_checks: int = 0  # further batches of a partition, checked against its unavailable count
@@ -180,6 +184,16 @@ def auto_partitions(names: Sequence[str], strategy: Mapping[str, Any]) -> list[P
 
 
 # -- the audit -----------------------------------------------------------------------------------
+
+
+def world_completions(path: Path) -> Counter[tuple[str, str, str]]:
+    """How often each (cluster, track, version) upgrade took effect, from the simulated driver's
+    world file (a line `cluster track version fencing-token` per completed upgrade)."""
+    found: Counter[tuple[str, str, str]] = Counter()
+    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
+        cluster, track, version, *_ = line.split()
+        found[(cluster, track, version)] += 1
+    return found
 
 
 def _valid(model: type[BaseModel], body: Mapping[str, Any]) -> bool:
@@ -270,7 +284,11 @@ def audit(
     readiness: Sequence[Rec],
     executor_kills: Mapping[str, Sequence[float]],
     lease_s: float,
+    completions: Mapping[tuple[str, str, str], int] | None = None,
 ) -> Audit:
+    """`completions`: how often each (cluster, track, version) upgrade took effect, as the driver
+    itself recorded it, independent of what the executors claimed or published; None when the
+    driver keeps no such record (then no duplicate can be counted)."""
     report = Audit()
     # records the services dead-letter (the schedule injects such) are no facts
     results = [r for r in results if _valid(UpgradeResult, r.body)]
@@ -291,6 +309,8 @@ def audit(
     _check_batches_on_both_topics(report, progress, stage_advance)
     _check_decided_once(report, every, batches)
     _check_upgrades(report, every, version, results, executor_kills, lease_s)
+    if completions is not None:
+        _check_completions(report, every, version, completions)
     _check_gates(report, plans, stream, results, readiness)
     return report
 
@@ -353,14 +373,15 @@ def _check_upgrades(
     executor_kills: Mapping[str, Sequence[float]],
     lease_s: float,
 ) -> None:
-    """Exactly one upgrade per cluster, track and version, none missing.
+    """A `succeeded` result per cluster, track and version, none missing; driver runs counted.
 
     A driver run is announced by one `started` result. The executor encodes a result once and
     retries only the publish, so a record repeated by a producer retry has the same ce_id *and*
     ce_time, while a second run of the driver is encoded afresh: distinct (ce_id, ce_time) pairs
     of `started` count the driver runs. A second run is allowed only where the executor that
     started the first one was SIGKILLed between the two (it died mid-upgrade, before recording
-    its result; its lease then expired and the next executor started again).
+    its result; its lease then expired and the next executor started again). Whether a run took
+    effect twice is the driver's record's to say (`_check_completions`), not the topics'.
     """
     starts: dict[tuple[str, str, str], dict[tuple[str, float], str]] = defaultdict(dict)
     succeeded: dict[tuple[str, str, str], set[str]] = defaultdict(set)
@@ -378,13 +399,24 @@ def _check_upgrades(
     report.succeeded_keys = len(succeeded)
     have = {(c, t) for (c, t, v) in succeeded if v == version}
     missing = sorted(every - have)
+    report.missing_keys = set(missing)
     report.missing = len(missing)
     for key in missing[:10]:
         report.find(f"{key[0]} {key[1]} never upgraded to {version}")
+    _count_reruns(report, starts, executor_kills)
+
+
+def _count_reruns(
+    report: Audit,
+    starts: Mapping[tuple[str, str, str], Mapping[tuple[str, float], str]],
+    executor_kills: Mapping[str, Sequence[float]],
+) -> None:
+    """A driver started again is no duplicate by itself (a run interrupted before it did anything,
+    then one whole run, is one upgrade), but it is allowed only after its first executor was killed."""
     for key, runs in sorted(starts.items()):
         if len(runs) <= 1:
             continue
-        report.duplicates += 1
+        report.reruns += 1
         ordered = sorted((at, source) for (_, at), source in runs.items())
         unexplained = []
         for (first_at, first_source), (next_at, _) in itertools.pairwise(ordered):
@@ -395,7 +427,24 @@ def _check_upgrades(
         if unexplained:
             report.find(f"{key} upgraded {len(runs)} times with no executor killed in between: {unexplained}")
         else:
-            report.explained_duplicates += 1
+            report.explained_reruns += 1
+
+
+def _check_completions(
+    report: Audit, every: set[tuple[str, str]], version: str, completions: Mapping[tuple[str, str, str], int]
+) -> None:
+    """Every cluster and track upgraded to `version` exactly once, by the driver's own record: more
+    is a duplicate whatever explains it, none is an upgrade lost even if a result said succeeded."""
+    report.completions = sum(completions.values())
+    for key, times in sorted(completions.items()):
+        if times > 1:
+            report.duplicates += 1
+            report.find(f"{key} took effect {times} times (the driver's record of completed upgrades)")
+    never = sorted(key for key in every if completions.get((*key, version), 0) == 0)
+    report.missing_keys |= set(never)
+    report.missing = len(report.missing_keys)
+    for key in never[:10]:
+        report.find(f"{key[0]} {key[1]} never took effect on {version} (the driver's record)")
 
 
 # -- the gates: every partition's unavailable count rebuilt over time ------------------------------

@@ -71,7 +71,10 @@ def render(report: dict[str, Any]) -> str:
             survived.update(kinds)
     completed = sum(bool(r.get("completed")) for r in runs)
     duplicates = sum(r.get("duplicates", 0) for r in runs)
-    explained = sum(r.get("explained_duplicates", 0) for r in runs)
+    completions = sum(r.get("completions", 0) for r in runs)
+    reruns = sum(r.get("reruns", 0) for r in runs)
+    explained = sum(r.get("explained_reruns", 0) for r in runs)
+    observed = sum(r.get("observed_before_rerun", 0) for r in runs)
     missing = sum(r.get("missing", 0) for r in runs if r["passed"])
     missing_failed = sum(r.get("missing", 0) for r in runs if not r["passed"])
     gate = sum(r.get("gate1_violations", 0) + r.get("gate3_violations", 0) + r.get("oversize_batches", 0) for r in runs)
@@ -122,7 +125,10 @@ def render(report: dict[str, Any]) -> str:
         f"| seeds passed (audit clean) | {sum(r['passed'] for r in runs)} / {n} |",
         f"| rollouts completed (every stage and track COMPLETE) | {completed} / {n} |",
         f"| cluster-track upgrades audited | {upgrades} |",
-        f"| duplicate upgrades (a driver started twice for one cluster, track, version) | {duplicates} |",
+        f"| upgrades that took effect, by the simulated driver's own record | {completions} |",
+        f"| duplicate upgrades (one cluster, track, version took effect twice) | {duplicates} |",
+        f"| upgrades a new lease holder found done (probe) and did not run again | {observed} |",
+        f"| upgrades whose driver was started again after an interruption (a second `started`) | {reruns} |",
         f"| … of which explained by an executor killed mid-upgrade | {explained} |",
         f"| cluster-tracks never upgraded: in seeds that passed / that failed | {missing} / {missing_failed} |",
         f"| clusters handed out twice by the planner | {twice} |",

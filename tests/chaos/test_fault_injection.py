@@ -14,8 +14,9 @@ fires faults at points of progress (a fraction of all upgrades succeeded):
 - `bad_records`: a value that is not JSON and one of the wrong schema on every input topic (BUS-4).
 
 Then an independent audit (`chaos_audit`) reads the topics with a plain aiokafka consumer:
-every stage and track COMPLETE, every cluster upgraded exactly once per track (a second driver
-run only where the executor running the first was killed in between), none missing, no batch
+every stage and track COMPLETE, every cluster upgraded exactly once per track (the simulated
+driver's world file says what took effect; a second driver start only where the executor running
+the first was killed in between), none missing, no batch
 above maxNew, every partition's unavailable count rebuilt over time and no batch sent while
 GATE-1 or GATE-3 was closed (membership and partitions as the planner's SEQ-6 notices had them),
 the membership the planner ends on is the one sent, every bad record dead-lettered, and the
@@ -61,7 +62,7 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from chaos_audit import TRACKS, audit, decode
+from chaos_audit import TRACKS, audit, decode, world_completions
 from chaos_inputs import INPUT_KINDS, INVENTORY_KINDS, InjectedFleet, Outgoing, bad_records, inventory_record, pick
 from chaos_processes import ChaosProcesses
 from local_servers import running
@@ -134,6 +135,7 @@ UPGRADE_S = 0.25  # simulated duration of each track's upgrade
 # long enough that a loaded machine or a Redis restart does not lapse a lease mid-upgrade (a lapsed
 # lease stops the driver and another executor runs the upgrade again, BUS-3)
 LEASE_S = 10
+WORLD_FILE = "world.log"  # the simulated driver's record of completed upgrades, in the seed's workdir
 PLANNER_LEASE_S = 3
 EXECUTORS = 3
 TOPOLOGY = os.environ.get("ROLLOUT_CHAOS_TOPOLOGY", "single")
@@ -388,6 +390,9 @@ def start_services(processes: ChaosProcesses, run: Seed) -> None:
                 "ROLLOUT_REDIS_NAMESPACE": f"{run.namespace}.executors",
                 "ROLLOUT_DRIVER": "simulated",
                 "ROLLOUT_SIMULATED__DURATIONS_S": json.dumps({"controlPlane": UPGRADE_S, "nodes": UPGRADE_S}),
+                # the simulated fleet, shared by the executors and outliving them: the audit counts
+                # the upgrades that took effect there, and a new lease holder probes it
+                "ROLLOUT_SIMULATED__WORLD_FILE": str(run.workdir / WORLD_FILE),
                 "ROLLOUT_MAX_CONCURRENT_UPGRADES": "10",
                 "ROLLOUT_LEASE_S": str(LEASE_S),
                 "ROLLOUT_METRICS_PORT": "0",
@@ -711,6 +716,7 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
             readiness=await read_topic(run.bootstrap, run.prefix, READINESS),
             executor_kills={name: kills for name, kills in processes.kills.items() if name.startswith("executor")},
             lease_s=LEASE_S,
+            completions=world_completions(run.workdir / WORLD_FILE),
         )
         findings.extend(result.findings)
         if result.final_stage_of != inputs.fleet.stage_of:
@@ -723,7 +729,10 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
             completed_tracks=result.completed_tracks,
             upgrades_succeeded=result.succeeded_keys,
             duplicates=result.duplicates,
-            explained_duplicates=result.explained_duplicates,
+            completions=result.completions,
+            reruns=result.reruns,
+            explained_reruns=result.explained_reruns,
+            observed_before_rerun=observed_before_rerun(tmp_path),
             missing=result.missing,
             batches=result.batches,
             oversize_batches=result.oversize_batches,
@@ -765,6 +774,14 @@ async def test_a_rollout_survives_a_seeded_fault_schedule(
         chaos_report.write()
 
     assert not findings, f"seed {seed} ({run.prefix}), logs in {tmp_path}:\n" + "\n".join(findings)
+
+
+def observed_before_rerun(workdir: Path) -> int:
+    """Takeovers whose probe found the upgrade done by the executor that held the target before
+    (the executors' logs say so once each): re-runs the probe avoided."""
+    return sum(
+        log.read_text(errors="replace").count("observed before re-run") for log in workdir.glob("executor-*.log")
+    )
 
 
 def _write_files(into: Path, files: dict[str, bytes]) -> None:

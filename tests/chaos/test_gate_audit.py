@@ -6,9 +6,11 @@ partition (SEQ-6a) as FORMAT.md reads them, and must not find one where the plan
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from chaos_audit import Audit, Rec, StagePlan, audit
+from chaos_audit import Audit, Rec, StagePlan, audit, world_completions
 
 NEW = "1.31.13-gke.1023000"
 ONE_PARTITION = {"maxNew": 5, "maxUnavailable": 1, "autoPartitionThreshold": 200}
@@ -60,7 +62,9 @@ class Topics:
         if ready_after_ms is not None:
             self._rec(self.readiness, "readiness", t + ready_after_ms, {"cluster": cluster, "ready": True})
 
-    def audit(self, plans: dict[str, StagePlan]) -> Audit:
+    def audit(
+        self, plans: dict[str, StagePlan], *, completions: Mapping[tuple[str, str, str], int] | None = None
+    ) -> Audit:
         return audit(
             plans=plans,
             version=NEW,
@@ -70,6 +74,7 @@ class Topics:
             readiness=self.readiness,
             executor_kills={},
             lease_s=2,
+            completions=completions,
         )
 
 
@@ -176,3 +181,30 @@ def test_a_batch_across_the_recomputed_partitions_is_a_finding() -> None:
     report = topics.audit(plans)
     assert report.batches_gate_checked == 0
     assert any("not all members of one partition of staging" in f for f in report.findings), report.findings
+
+
+def _upgrade_findings(report: Audit) -> list[str]:
+    return [f for f in report.findings if "took effect" in f]
+
+
+def test_an_upgrade_that_took_effect_twice_is_a_duplicate_and_one_that_never_did_is_missing(tmp_path: Path) -> None:
+    """Duplicates come from the driver's own record of completed upgrades, not from `started`
+    results: a succeeded result is not enough, and a second `started` is not a duplicate."""
+    topics = Topics()
+    topics.batch(1000, "prod", "All", ["c01", "c02", "c03"], 1)
+    for n, cluster in enumerate(["c01", "c02", "c03"]):
+        topics.upgraded(1100 + n, cluster)
+    world = tmp_path / "world.log"
+    nodes = "".join(f"{c} nodes {NEW} 1\n" for c in ("c01", "c02", "c03"))
+    world.write_text(f"c01 controlPlane {NEW} 1\nc02 controlPlane {NEW} 1\nc02 controlPlane {NEW} 2\n{nodes}")
+    completions = world_completions(world)
+    assert completions[("c02", "controlPlane", NEW)] == 2
+    report = topics.audit(_prod(3), completions=completions)
+    assert (report.completions, report.duplicates) == (6, 1)
+    assert _upgrade_findings(report) == [
+        f"('c02', 'controlPlane', '{NEW}') took effect 2 times (the driver's record of completed upgrades)",
+        f"c03 controlPlane never took effect on {NEW} (the driver's record)",
+    ]
+    assert ("c03", "controlPlane") in report.missing_keys
+    # without the driver's record nothing can be counted
+    assert topics.audit(_prod(3)).duplicates == 0

@@ -91,3 +91,37 @@ async def test_a_missing_executable_is_a_failed_upgrade(tmp_path: Path) -> None:
 async def test_an_empty_executable_is_refused_at_start() -> None:
     with pytest.raises(InvalidInputError):
         CommandDriver(CommandDriverSettings())
+
+
+FAKE_PROBE = Path(__file__).with_name("fake_probe.py")
+
+
+def _probing(probe: tuple[str, ...], *, timeout_s: float = 10.0) -> CommandDriver:
+    return CommandDriver(CommandDriverSettings(executable="upgrade-cluster", probe=probe, probe_timeout_s=timeout_s))
+
+
+async def test_the_probe_prints_the_version_a_track_runs(tmp_path: Path) -> None:
+    log = tmp_path / "upgrades.log"
+    log.write_text("done prod-eu.1 nodes 1.30.9\ndone prod-eu.1 controlPlane 1.31.2\ndone prod-eu.1 nodes 1.31.2\n")
+    driver = _probing((sys.executable, str(FAKE_PROBE), str(log)))
+    assert await driver.observed_version(_target()) == "1.31.2"
+    assert await driver.observed_version(_target("other")) is None  # printed nothing: cannot tell
+
+
+async def test_a_failing_slow_or_absent_probe_cannot_tell(tmp_path: Path) -> None:
+    failing = (sys.executable, "-c", "import sys; print('1.31.2'); sys.exit(2)")
+    assert await _probing(failing).observed_version(_target()) is None
+    slow = (sys.executable, "-c", "import time; time.sleep(30)")
+    started = time.monotonic()
+    assert await _probing(slow, timeout_s=0.5).observed_version(_target()) is None
+    assert time.monotonic() - started < 5
+    assert await _probing((str(tmp_path / "absent"),)).observed_version(_target()) is None
+    assert await _probing(()).observed_version(_target()) is None  # no probe configured
+    assert await _probing((sys.executable, str(FAKE_PROBE))).observed_version(_target("c1; rm -rf /")) is None
+
+
+async def test_the_probe_gets_cluster_and_track_after_its_own_args(tmp_path: Path) -> None:
+    out = tmp_path / "argv.json"
+    code = "import json, sys; open(sys.argv[1], 'w').write(json.dumps(sys.argv[1:])); print('v1.31.2')"
+    assert await _probing((sys.executable, "-c", code, str(out))).observed_version(_target()) == "v1.31.2"
+    assert json.loads(out.read_text()) == [str(out), "prod-eu.1", "nodes"]

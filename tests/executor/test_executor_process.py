@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -182,3 +183,49 @@ async def test_a_killed_executors_batch_is_finished_by_another_without_double_up
     assert all(starts[c] <= 2 for c in clusters)
     assert any(starts[c] == 2 for c in clusters), "the kill was meant to land mid-upgrade"
     assert {r.cluster for r in seen if r.outcome == "succeeded"} == set(clusters)
+
+
+FAKE_PROBE = Path(__file__).with_name("fake_probe.py")
+
+
+@pytest.mark.parametrize("probe", [True, False], ids=["probed", "not-probed"])
+async def test_an_upgrade_finished_by_a_killed_executor_is_not_run_again_when_probed(
+    kafka_bootstrap: str, topic_prefix: str, spawn_executor: Spawn, tmp_path: Path, probe: bool
+) -> None:
+    """The window between a driver's end and the recorded result: the first executor's upgrade
+    program has written "done" and hangs, the executor is SIGKILLed with it, the second takes the
+    command over once the first one's group session and lease have lapsed. The log of the
+    program's runs is the audit: with the probe the upgrade took effect once, without it twice."""
+    prefix = f"{topic_prefix}."
+    await _create_topics(kafka_bootstrap, prefix)
+    log_file = tmp_path / "upgrades.log"
+
+    def command_driver(*flags: str) -> dict[str, str]:
+        return {
+            "driver": "command",
+            "command__executable": sys.executable,
+            "command__args": json.dumps([str(FAKE_UPGRADE), str(log_file), "0.1", *flags]),
+            "command__probe": json.dumps([sys.executable, str(FAKE_PROBE), str(log_file)]),
+            "probe_before_rerun": str(probe).lower(),
+            "lease_s": "2",
+            "session_timeout_s": "6",
+        }
+
+    def lines(kind: str) -> int:
+        text = log_file.read_text() if log_file.exists() else ""
+        return sum(line.startswith(f"{kind} c1 ") for line in text.splitlines())
+
+    first = spawn_executor(executor_id="first", **command_driver("--then-hang"))
+    await _produce(kafka_bootstrap, prefix + STAGE_ADVANCE.name, _command("cmd-1", ("c1",)))
+    async with asyncio.timeout(40):
+        while True:  # polling a file: there is nothing to wait on
+            if lines("done"):
+                break
+            await asyncio.sleep(0.05)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    spawn_executor(executor_id="second", **command_driver())
+    seen = await _results_until(kafka_bootstrap, prefix + UPGRADE_RESULTS.name, _finished(("c1",)), timeout_s=60)
+
+    assert (lines("start"), lines("done")) == ((1, 1) if probe else (2, 2))
+    assert [r.outcome for r in seen] == (["started", "succeeded"] if probe else ["started", "started", "succeeded"])

@@ -56,3 +56,22 @@ def test_the_poll_interval_covers_the_longest_batch(monkeypatch: pytest.MonkeyPa
     assert poll_interval_s(load_settings()) == 16 * 3600 * 1.5 + 60
     monkeypatch.setenv("ROLLOUT_MAX_POLL_INTERVAL_S", "900")
     assert poll_interval_s(load_settings()) == 900
+
+
+def test_the_probe_settings_are_read_and_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert load_settings().probe_before_rerun is True
+    monkeypatch.setenv("ROLLOUT_PROBE_BEFORE_RERUN", "false")
+    monkeypatch.setenv("ROLLOUT_COMMAND__PROBE", '["running-version", "--json"]')
+    monkeypatch.setenv("ROLLOUT_SIMULATED__WORLD_FILE", str(tmp_path / "world.log"))
+    settings = load_settings()
+    assert settings.probe_before_rerun is False
+    assert settings.command.probe == ("running-version", "--json")
+    assert settings.simulated.world_file == tmp_path / "world.log"
+    monkeypatch.setenv("ROLLOUT_COMMAND__PROBE", '[" ", "--json"]')
+    monkeypatch.setenv("ROLLOUT_COMMAND__PROBE_TIMEOUT_S", "0")
+    with pytest.raises(InvalidInputError) as refused:
+        load_settings()
+    assert str(refused.value) == (
+        "executor settings: command.probe: Value error, the first item must name the probe program; "
+        "command.probe_timeout_s: Input should be greater than 0"
+    )

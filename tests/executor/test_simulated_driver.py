@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -34,3 +35,25 @@ async def test_failing_clusters_and_failure_rate() -> None:
     always = SimulatedDriver(SimulatedDriverSettings(time_scale=0, failure_rate=1.0, seed=7))
     outcome = await always.upgrade(_target("good"), fencing_token=1)
     assert (outcome.succeeded, outcome.error) == (False, "simulated failure (failure_rate)")
+
+
+async def test_the_world_file_keeps_every_completed_upgrade_and_answers_the_probe(tmp_path: Path) -> None:
+    world = tmp_path / "world.log"
+    driver = SimulatedDriver(
+        SimulatedDriverSettings(time_scale=0, world_file=world, failing_clusters=frozenset({"bad"}))
+    )
+    assert await driver.observed_version(_target("c1")) is None  # nothing known before a first upgrade
+    assert (await driver.upgrade(_target("c1"), fencing_token=3)).succeeded
+    assert not (await driver.upgrade(_target("bad"), fencing_token=1)).succeeded
+    # Another process's driver, later: the world outlives the executor that wrote it.
+    later = SimulatedDriver(SimulatedDriverSettings(time_scale=0, world_file=world))
+    assert await later.observed_version(_target("c1")) == "1.31.2"
+    assert await later.observed_version(_target("c1", Track.CONTROL_PLANE)) is None
+    assert await later.observed_version(_target("bad")) is None
+    assert world.read_text() == "c1 nodes 1.31.2 3\n"
+
+
+async def test_without_a_world_file_the_driver_cannot_tell() -> None:
+    driver = SimulatedDriver(SimulatedDriverSettings(time_scale=0))
+    assert (await driver.upgrade(_target("c1"), fencing_token=1)).succeeded
+    assert await driver.observed_version(_target("c1")) is None

@@ -270,13 +270,13 @@ async def settled_lag(run: Run, *, timeout_s: float = 60.0) -> dict[str, int]:
         await asyncio.sleep(0.5)
 
 
-def driver_calls(run: Run) -> Counter[tuple[str, str, str]]:
-    """How often the upgrade program was started per (cluster, track, version)."""
+def driver_calls(run: Run, kind: str = "start") -> Counter[tuple[str, str, str]]:
+    """How often the upgrade program was started (or, `kind` "done", finished) per (cluster, track, version)."""
     calls: Counter[tuple[str, str, str]] = Counter()
     if run.driver_log.exists():
         for line in run.driver_log.read_text().splitlines():
             word, *rest = line.split()
-            if word == "start":
+            if word == kind:
                 cluster, track, version = rest
                 calls[(cluster, track, version)] += 1
     return calls
@@ -350,6 +350,7 @@ async def whole_rollout(infra: Infra, workdir: Path, faults: Faults) -> Outcome:
             readiness=await read_topic(infra.bootstrap, run.prefix, READINESS),
             executor_kills={},
             lease_s=EXECUTOR_LEASE_S,
+            completions=driver_calls(run, "done"),
         )
         calls = driver_calls(run)
         findings = list(result.findings)

@@ -1,6 +1,7 @@
 """Run a program from an argv list, bounded in time, and keep the end of its stderr.
 
-Exec only, never a shell; stdin and stdout are closed; a program that outlives `timeout_s` (or
+Exec only, never a shell; stdin is closed, and so is stdout unless the caller wants what the
+program prints (then its first `_STDOUT_CHARS` are kept); a program that outlives `timeout_s` (or
 whose caller is cancelled) is killed and reaped, so no orphan outlives the question it answers.
 Used by the executor's command driver and the health command probe.
 """
@@ -17,6 +18,8 @@ log = logging.getLogger(__name__)
 
 # A killed child gets this long to be reaped before we stop waiting for it.
 _REAP_S = 5.0
+# A program's answer is a line or two: a runaway one must not fill the caller's memory.
+_STDOUT_CHARS = 4096
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,7 @@ class CommandOutcome:
     returncode: int | None
     stderr: str = ""
     problem: str = ""
+    stdout: str = ""
 
     @property
     def succeeded(self) -> bool:
@@ -41,15 +45,17 @@ class CommandOutcome:
         return f"exit code {self.returncode}" + (f": {tail}" if tail else "")
 
 
-async def run_argv(argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None) -> CommandOutcome:
+async def run_argv(
+    argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None, stdout: bool = False
+) -> CommandOutcome:
     """Run `argv` to its end or until `timeout_s`; never raises for the program's failures.
 
-    `env`: the program's whole environment (None: this process's)."""
+    `env`: the program's whole environment (None: this process's); `stdout`: keep what it prints."""
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE if stdout else asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
             env=None if env is None else dict(env),
         )
@@ -57,14 +63,18 @@ async def run_argv(argv: Sequence[str], *, timeout_s: float, env: Mapping[str, s
         return CommandOutcome(None, problem=f"cannot run {argv[0]!r}: {exc}")
     try:
         async with asyncio.timeout(timeout_s):
-            _, stderr = await process.communicate()
+            printed, stderr = await process.communicate()
     except TimeoutError:
         await _stopped(process)
         return CommandOutcome(None, problem=f"timed out after {timeout_s:g} s")
     except asyncio.CancelledError:
         await _stopped(process)
         raise
-    return CommandOutcome(process.returncode, stderr=stderr.decode(errors="replace"))
+    return CommandOutcome(
+        process.returncode,
+        stderr=stderr.decode(errors="replace"),
+        stdout=(printed or b"")[:_STDOUT_CHARS].decode(errors="replace"),
+    )
 
 
 async def _stopped(process: asyncio.subprocess.Process) -> None:

@@ -68,6 +68,7 @@ def _executor(settings: ExecutorSettings, *, bus: KafkaBus, store: RedisStore, m
         topic_prefix=settings.topic_prefix,
         max_concurrent_upgrades=settings.max_concurrent_upgrades,
         wait_poll_s=min(1.0, settings.lease_s / 3),
+        probe_before_rerun=settings.probe_before_rerun,
     )
 
 

@@ -11,6 +11,12 @@ Per cluster of a command (at most `max_concurrent_upgrades` at once across the b
    Once its driver has returned, the executor keeps that result until it is recorded: a lease
    that lapsed meanwhile (Redis away for longer than the lease) makes it take the lease again and
    record the result it holds, never run the driver a second time.
+4. An executor that takes over a target another one held (its lease's epoch is above 1) and left
+   without a recorded result (that one died, or lost its lease, after its driver may have
+   finished) first asks the driver what the track runs (`VersionProbe`, when the driver has it and
+   `probe_before_rerun` is on). Already the target version: it records and publishes `succeeded`
+   without running the driver or publishing `started`. Otherwise, or when the driver cannot
+   tell, it upgrades as in 3.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from rollout_common.events import UpgradeResult
 from rollout_common.ports import Bus, Record
 from rollout_common.topics.catalog import DEAD_LETTER, STAGE_ADVANCE, UPGRADE_RESULTS
 from rollout_executor.dead_letters import dead_letter
-from rollout_executor.drivers.port import DriverOutcome, UpgradeDriver
+from rollout_executor.drivers.port import DriverOutcome, UpgradeDriver, VersionProbe
 from rollout_executor.lease import Clock, Lease, LeaseLostError
 from rollout_executor.ledger import UpgradeLedger
 from rollout_executor.metrics import ExecutorMetrics
@@ -53,6 +59,7 @@ class Executor:
         topic_prefix: str = "",
         max_concurrent_upgrades: int = 5,
         wait_poll_s: float = 1.0,
+        probe_before_rerun: bool = True,
         clock: Clock = time.time,
     ) -> None:
         self._bus = bus
@@ -64,6 +71,7 @@ class Executor:
         self._dead_letter_topic = topic_prefix + DEAD_LETTER.name
         self._slots = asyncio.Semaphore(max_concurrent_upgrades)
         self._wait_poll_s = wait_poll_s
+        self._probe_before_rerun = probe_before_rerun
         self._clock = clock
 
     @property
@@ -162,8 +170,8 @@ class Executor:
     async def _under_lease(
         self, lease: Lease, command: StageAdvance, target: UpgradeTarget, *, known: UpgradeResult | None
     ) -> tuple[UpgradeResult | None, bool]:
-        """With the target's lease held: run the driver unless `known` already holds its result,
-        record the result, publish it. Returns the result known by then, and whether it is done.
+        """With the target's lease held: find the result unless `known` already holds it, record
+        it, publish it. Returns the result known by then, and whether it is done.
 
         A result the store refused (the lease lapsed while Redis was away, or another executor
         took it) is not given up: it is returned, and recorded under the next lease taken, so the
@@ -174,22 +182,59 @@ class Executor:
             return known, True
         try:
             if known is None:
-                known = await self._run_under(lease, command, target)
+                known = await self._outcome(lease, command, target)
             # Refused (LeaseLostError) when the lease lapsed or another executor took it.
             await retried(functools.partial(self._ledger.record, target, known, lease=lease), what="record")
         except LeaseLostError:
-            self._metrics.leases_lost.inc()
-            if known is None:
-                log.warning("%s: lease lost; the upgrade was stopped", target.key)
-            else:
-                log.warning(
-                    "%s: lease lost before the %s result was recorded; recording it under a new lease",
-                    target.key,
-                    known.outcome,
-                )
+            self._lease_lost(target, known)
             return known, False
         await self._publish(known)
         return known, True
+
+    def _lease_lost(self, target: UpgradeTarget, known: UpgradeResult | None) -> None:
+        self._metrics.leases_lost.inc()
+        if known is None:
+            log.warning("%s: lease lost; the upgrade was stopped", target.key)
+        else:
+            log.warning(
+                "%s: lease lost before the %s result was recorded; recording it under a new lease",
+                target.key,
+                known.outcome,
+            )
+
+    async def _outcome(self, lease: Lease, command: StageAdvance, target: UpgradeTarget) -> UpgradeResult:
+        """`succeeded` without an upgrade when an earlier holder's run is observed to have taken
+        effect; otherwise the result of running the driver."""
+        if await self._observed_done(lease, target):
+            log.info(
+                "%s: already at %s, observed before re-run; not upgraded again",
+                target.key,
+                target.version,
+                extra={"cluster": target.cluster, "driver": self._driver.name},
+            )
+            return self._result(command, target.cluster, "succeeded")
+        return await self._run_under(lease, command, target)
+
+    async def _observed_done(self, lease: Lease, target: UpgradeTarget) -> bool:
+        """Whether the track already runs the target version, asked only on a takeover: epoch 1 is
+        the first lease ever taken on the target, so no driver can have run for it before, and a
+        first upgrade costs no extra call to the system (a takeover costs one, under the lease)."""
+        if not self._probe_before_rerun or lease.fencing_token <= 1 or not isinstance(self._driver, VersionProbe):
+            return False
+        try:
+            observed = await lease.hold(self._driver.observed_version(target))
+        except LeaseLostError:
+            raise
+        except Exception as exc:  # a probe that fails cannot tell: the upgrade runs as it would have
+            log.warning("%s: probing the running version raised %s; upgrading again", target.key, _describe(exc))
+            return False
+        if observed is None:
+            log.info("%s: taken over; the driver cannot tell what runs, so it upgrades again", target.key)
+            return False
+        if observed.removeprefix("v") != target.version.removeprefix("v"):
+            log.info("%s: taken over; the track runs %s, so it upgrades again", target.key, observed)
+            return False
+        return True
 
     async def _run_under(self, lease: Lease, command: StageAdvance, target: UpgradeTarget) -> UpgradeResult:
         """Publish `started` and run the driver while renewing `lease`; its final result.

@@ -13,10 +13,12 @@
   (`<target>:retry-<n>`), so it runs once more, and a redelivery of that retry runs never again.
 
 The window left: an executor that dies after its driver finished but before the result is
-recorded has its upgrade run again by the next one, and so does an executor that takes over a
-lapsed lease while the first one still waits for Redis to take its result. Drivers must
-therefore be idempotent (upgrading a cluster to the version it already runs is a no-op), as
-GKE's upgrade call is.
+recorded leaves the target to the next one, and so does an executor that takes over a lapsed lease
+while the first one still waits for Redis to take its result. The next holder asks the driver
+what the track runs before it upgrades (`Executor`, `probe_before_rerun`) and records success
+when the version is already there; a driver that cannot tell upgrades again. Drivers must
+therefore still be idempotent (upgrading a cluster to the version it already runs is a no-op),
+as GKE's upgrade call is.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import uuid
 from enum import Enum
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rollout_common.connection_settings import RedisServiceSettings, load
 from rollout_common.status import Track
@@ -34,6 +34,12 @@ class SimulatedDriverSettings(BaseModel):
     failure_rate: float = Field(default=0.0, ge=0.0, le=1.0)
     failing_clusters: frozenset[str] = frozenset()
     seed: int | None = Field(default=None, description="makes the failure draw reproducible")
+    world_file: Path | None = Field(
+        default=None,
+        description="the simulated fleet's state, kept beyond the executor process: every completed upgrade appends "
+        "a line `cluster track version fencing-token` (one atomic append), and the last line of a cluster and track "
+        "is what it runs, as the probe before a re-run reads it; unset: nothing is kept and nothing can be probed",
+    )
 
 
 class CommandDriverSettings(BaseModel):
@@ -43,6 +49,21 @@ class CommandDriverSettings(BaseModel):
     args: tuple[str, ...] = ()
     timeout_s: float = Field(default=3600.0, gt=0.0)
     stderr_lines: int = Field(default=5, ge=1, description="how much of stderr a failure carries")
+    probe: tuple[str, ...] = Field(
+        default=(),
+        description="argv of a program that prints the version a cluster's track runs (argv + cluster, track; "
+        "first line of stdout, exit code 0); asked before an upgrade another executor left unrecorded is run "
+        "again; empty: no probe",
+    )
+    probe_timeout_s: float = Field(default=60.0, gt=0.0, description="the probe's time; past it, it cannot tell")
+
+    @field_validator("probe")
+    @classmethod
+    def _probe_names_a_program(cls, probe: tuple[str, ...]) -> tuple[str, ...]:
+        # An empty program name would only fail at the first takeover, in the middle of a rollout.
+        if probe and not probe[0].strip():
+            raise ValueError("the first item must name the probe program")
+        return probe
 
 
 class ClusterApiDriverSettings(BaseModel):
@@ -77,6 +98,12 @@ class ExecutorSettings(RedisServiceSettings):
     lease_s: int = Field(default=30, ge=1, description="a dead executor's claim is taken over after 1-2x this")
     shutdown_grace_s: float = Field(default=10.0, ge=0.0)
     driver: DriverKind = DriverKind.SIMULATED
+    probe_before_rerun: bool = Field(
+        default=True,
+        description="on taking over a target another executor held and left without a recorded result, ask the "
+        "driver what the track runs first, and record success instead of upgrading again when it already runs "
+        "the version (drivers that cannot tell upgrade again)",
+    )
     simulated: SimulatedDriverSettings = Field(default_factory=SimulatedDriverSettings)
     command: CommandDriverSettings = Field(default_factory=CommandDriverSettings)
     cluster_api: ClusterApiDriverSettings = Field(default_factory=ClusterApiDriverSettings)

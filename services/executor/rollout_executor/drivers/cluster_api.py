@@ -18,8 +18,9 @@ status shows the version running and ready:
 - MachineDeployment: the template carries the version, `status.observedGeneration` has caught
   up, every replica updated, ready and available.
 A cluster already there succeeds at once, without a patch (drivers are idempotent: a redelivered
-or retried command must not upgrade twice). A missing object, an RBAC denial, a conflict or the
-timeout is a failed outcome whose error says which.
+or retried command must not upgrade twice); `observed_version`, the probe the executor asks before
+running an upgrade another executor left unrecorded, is that same check without the patch. A
+missing object, an RBAC denial, a conflict or the timeout is a failed outcome whose error says which.
 """
 
 from __future__ import annotations
@@ -178,51 +179,70 @@ class ClusterApiDriver:
         except Exception as exc:
             raise translate(exc, doing=f"reading {what}") from exc
 
+    async def observed_version(self, target: UpgradeTarget) -> str | None:
+        """The target's version when every object of the track already runs it and is ready (what
+        `upgrade` would find done without a patch); None otherwise: this driver only tells whether
+        the track is at the target, not which version a track half-way there runs."""
+        try:
+            check_cluster_name(target.cluster)
+            version = kube_version(check_version(target.version))
+            async with asyncio.timeout(self._settings.timeout_s):
+                steps = await self._steps(target, version)
+                missing = [step for step in steps if await self._missing(step, version) is not None]
+        except (InvalidInputError, RolloutError, TimeoutError):
+            return None
+        return None if missing else target.version
+
     async def _steps(self, target: UpgradeTarget, version: str) -> list[_Step]:
         namespace = self._settings.namespace
         cluster = await self._get(CapiCluster, target.cluster, f"Cluster {namespace}/{target.cluster}")
         spec = cluster.get("spec") or {}
         if spec.get("topology"):
-            patch = {
-                "apiVersion": f"{CAPI_GROUP}/{CAPI_VERSION}",
-                "kind": "Cluster",
-                "metadata": {"name": target.cluster, "namespace": namespace},
-                "spec": {"topology": {"version": version}},
-            }
-            what = f"Cluster {namespace}/{target.cluster} topology"
-            steps = [_Step(CapiCluster, target.cluster, patch, what, ("f:spec", "f:topology", "f:version"))]
-            return [*steps, *(await self._watched_only(target, spec))]
+            return [self._topology_step(target, version), *(await self._watched_only(target, spec))]
         if target.track is Track.CONTROL_PLANE:
-            ref = spec.get("controlPlaneRef") or {}
-            if ref.get("kind") != "KubeadmControlPlane" or not ref.get("name"):
-                raise PermanentError(
-                    f"Cluster {namespace}/{target.cluster} has no KubeadmControlPlane in spec.controlPlaneRef "
-                    f"(found {ref.get('kind') or 'none'}); only kubeadm control planes are supported"
-                )
-            name = str(ref["name"])
-            patch = {
-                "apiVersion": f"{CONTROL_PLANE_GROUP}/{CAPI_VERSION}",
-                "kind": "KubeadmControlPlane",
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": {"version": version},
-            }
-            what = f"KubeadmControlPlane {namespace}/{name}"
-            return [_Step(KubeadmControlPlane, name, patch, what, ("f:spec", "f:version"))]
-        return [
-            _Step(
-                MachineDeployment,
-                name,
-                {
-                    "apiVersion": f"{CAPI_GROUP}/{CAPI_VERSION}",
-                    "kind": "MachineDeployment",
-                    "metadata": {"name": name, "namespace": namespace},
-                    "spec": {"template": {"spec": {"version": version}}},
-                },
-                f"MachineDeployment {namespace}/{name}",
-                ("f:spec", "f:template", "f:spec", "f:version"),
+            return [self._control_plane_step(target, spec, version)]
+        return [self._machine_step(name, version) for name in await self._machine_deployments(target.cluster)]
+
+    def _topology_step(self, target: UpgradeTarget, version: str) -> _Step:
+        namespace = self._settings.namespace
+        patch = {
+            "apiVersion": f"{CAPI_GROUP}/{CAPI_VERSION}",
+            "kind": "Cluster",
+            "metadata": {"name": target.cluster, "namespace": namespace},
+            "spec": {"topology": {"version": version}},
+        }
+        what = f"Cluster {namespace}/{target.cluster} topology"
+        return _Step(CapiCluster, target.cluster, patch, what, ("f:spec", "f:topology", "f:version"))
+
+    def _control_plane_step(self, target: UpgradeTarget, spec: Mapping[str, Any], version: str) -> _Step:
+        namespace = self._settings.namespace
+        ref = spec.get("controlPlaneRef") or {}
+        if ref.get("kind") != "KubeadmControlPlane" or not ref.get("name"):
+            raise PermanentError(
+                f"Cluster {namespace}/{target.cluster} has no KubeadmControlPlane in spec.controlPlaneRef "
+                f"(found {ref.get('kind') or 'none'}); only kubeadm control planes are supported"
             )
-            for name in await self._machine_deployments(target.cluster)
-        ]
+        name = str(ref["name"])
+        patch = {
+            "apiVersion": f"{CONTROL_PLANE_GROUP}/{CAPI_VERSION}",
+            "kind": "KubeadmControlPlane",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"version": version},
+        }
+        return _Step(
+            KubeadmControlPlane, name, patch, f"KubeadmControlPlane {namespace}/{name}", ("f:spec", "f:version")
+        )
+
+    def _machine_step(self, name: str, version: str) -> _Step:
+        namespace = self._settings.namespace
+        patch = {
+            "apiVersion": f"{CAPI_GROUP}/{CAPI_VERSION}",
+            "kind": "MachineDeployment",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"template": {"spec": {"version": version}}},
+        }
+        what = f"MachineDeployment {namespace}/{name}"
+        return _Step(MachineDeployment, name, patch, what, ("f:spec", "f:template", "f:spec", "f:version"))
 
     async def _watched_only(self, target: UpgradeTarget, spec: Mapping[str, Any]) -> list[_Step]:
         """With a topology, Cluster API moves the control plane and workers itself: they are

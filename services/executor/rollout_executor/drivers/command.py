@@ -7,10 +7,15 @@ is success; otherwise the last lines of stderr are the error.
 The program's environment is the executor's plus `ROLLOUT_FENCING_TOKEN`, the epoch of the
 executor's lease on the target (a decimal integer that only grows from one holder to the next):
 a program can pass it on to, or check it against, what it upgrades and refuse a stale holder.
+
+With `probe` set, `observed_version` runs `[*probe, cluster, track]` (same checks, the executor's
+environment) and takes the first line it prints as the version the track runs; a failure, a
+timeout or nothing printed is "cannot tell" (None), logged.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
 from rollout_adapters.argv_command import run_argv
@@ -18,6 +23,8 @@ from rollout_common.errors import InvalidInputError
 from rollout_executor.drivers.port import DriverOutcome
 from rollout_executor.settings import CommandDriverSettings
 from rollout_executor.target import UpgradeTarget, check_cluster_name, check_version
+
+log = logging.getLogger(__name__)
 
 _MAX_ERROR_CHARS = 2000
 FENCING_TOKEN_VARIABLE = "ROLLOUT_FENCING_TOKEN"
@@ -49,3 +56,23 @@ class CommandDriver:
         return DriverOutcome(
             succeeded=False, error=outcome.error(lines=self._settings.stderr_lines, max_chars=_MAX_ERROR_CHARS)
         )
+
+    async def observed_version(self, target: UpgradeTarget) -> str | None:
+        if not self._settings.probe:
+            return None
+        try:
+            argv = [*self._settings.probe, check_cluster_name(target.cluster), target.track.value]
+        except InvalidInputError as exc:
+            log.warning("%s: not probed: %s", target.key, exc)
+            return None
+        outcome = await run_argv(argv, timeout_s=self._settings.probe_timeout_s, stdout=True)
+        answer = (outcome.stdout.strip().splitlines() or [""])[0].strip()
+        if not outcome.succeeded or not answer:
+            why = (
+                "it printed nothing"
+                if outcome.succeeded
+                else outcome.error(lines=self._settings.stderr_lines, max_chars=_MAX_ERROR_CHARS)
+            )
+            log.warning("%s: the probe cannot tell the running version: %s", target.key, why)
+            return None
+        return answer

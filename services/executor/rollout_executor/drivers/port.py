@@ -1,9 +1,10 @@
-"""The port every upgrade driver implements: upgrade one cluster's track to a version."""
+"""The port every upgrade driver implements: upgrade one cluster's track to a version; and the
+optional probe of what a cluster's track runs now."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from rollout_executor.target import UpgradeTarget
 
@@ -26,3 +27,16 @@ class UpgradeDriver(Protocol):
     name: str
 
     async def upgrade(self, target: UpgradeTarget, *, fencing_token: int) -> DriverOutcome: ...
+
+
+@runtime_checkable
+class VersionProbe(Protocol):
+    """A driver that can tell what a cluster's track runs, asked before an upgrade that another
+    executor started and left unrecorded is run a second time.
+
+    The answer is the version as the commands name it (a leading `v` is ignored), or None when the
+    driver cannot tell (no probe configured, the system did not answer): the executor then upgrades
+    as it would have without asking. Never raises for the system's failures.
+    """
+
+    async def observed_version(self, target: UpgradeTarget) -> str | None: ...
