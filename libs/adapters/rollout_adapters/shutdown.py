@@ -3,7 +3,8 @@
 Two holes kept services running for many minutes after SIGTERM with the broker gone: a call
 retried forever (a poll, a publish) that never looked at the stop signal, and a client's close
 waiting on a dead server (leaving the group, flushing a producer). `unless_stopped` races the
-first against the stop event; `bounded_close` gives the second `CLOSE_S`.
+first against the stop event; `bounded_close` gives the second `CLOSE_S`. Every service's stop
+event is `stop_on_signals`'s.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -18,6 +20,15 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 CLOSE_S = 5.0
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event that SIGTERM or SIGINT sets, in the running loop: how every service learns to stop."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    return stop
 
 
 async def unless_stopped(work: Awaitable[T], stop: asyncio.Event) -> T | None:

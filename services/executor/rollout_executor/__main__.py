@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from pathlib import Path
 
 from rollout_adapters.connections import kafka_bus, redis_store
 from rollout_adapters.kafka_bus import ConsumerOptions, KafkaBus
 from rollout_adapters.redis_store import RedisStore
-from rollout_adapters.shutdown import bounded_close
+from rollout_adapters.shutdown import bounded_close, stop_on_signals
 from rollout_adapters.status_server import StatusServer
 from rollout_common import json_logging
 from rollout_common.connection_settings import loggable
@@ -28,10 +27,7 @@ log = logging.getLogger("rollout_executor")
 
 
 async def run(settings: ExecutorSettings) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    stop = stop_on_signals()
     options = ConsumerOptions(
         session_timeout_ms=int(settings.session_timeout_s * 1000),
         max_poll_interval_ms=int(poll_interval_s(settings) * 1000),

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 
 from rollout_adapters.connections import kafka_bus
+from rollout_adapters.shutdown import stop_on_signals
 from rollout_common.errors import PermanentError, RolloutError
 from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
 from rollout_health.faust_topics import faust_topic_specs
@@ -62,10 +63,7 @@ async def broker_ready(settings: MonitorSettings, stop: asyncio.Event) -> bool:
 
 
 async def supervise(settings: MonitorSettings, worker_argv: Sequence[str]) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    stop = stop_on_signals()
     backoff = _FIRST_BACKOFF_S
     while not stop.is_set():
         if not await broker_ready(settings, stop):

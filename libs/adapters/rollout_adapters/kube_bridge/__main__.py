@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 
@@ -14,6 +13,7 @@ from pydantic import ValidationError
 from rollout_adapters.kube_bridge.crd_yaml import crds_yaml
 from rollout_adapters.kube_bridge.serve import Replica
 from rollout_adapters.kube_bridge.settings import BridgeSettings
+from rollout_adapters.shutdown import stop_on_signals
 from rollout_common import json_logging
 from rollout_common.errors import RolloutError
 
@@ -22,10 +22,7 @@ USAGE = "usage: python -m rollout_adapters.kube_bridge {run|crds}"
 
 
 async def _run(settings: BridgeSettings) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+    stop = stop_on_signals()
     kept = await Replica(settings).run(stop)
     return 0 if kept else 1
 

@@ -8,12 +8,12 @@ import asyncio
 import logging
 
 from rollout_adapters.connections import kafka_bus, redis_store
-from rollout_adapters.shutdown import bounded_close, unless_stopped
+from rollout_adapters.shutdown import bounded_close, stop_on_signals, unless_stopped
 from rollout_common.ports import Bus
 from rollout_common.topics.catalog import CHECK_RESULTS, PROGRESS
 from rollout_health.checks.prometheus import PrometheusQuery
 from rollout_health.checks.runner import CheckRunner
-from rollout_health.commands.lifecycle import serving, status_server, stop_on_signals, until_reachable
+from rollout_health.commands.lifecycle import serving, status_server, until_reachable
 from rollout_health.metrics import HealthMetrics
 from rollout_health.settings import CheckRunnerSettings
 

@@ -15,9 +15,10 @@ from lightkube import AsyncClient
 
 from rollout_adapters.connections import kafka_bus
 from rollout_adapters.kube.client import async_client
+from rollout_adapters.shutdown import stop_on_signals
 from rollout_common.ports import Bus
 from rollout_common.topics.catalog import INVENTORY
-from rollout_health.commands.lifecycle import serving, status_server, stop_on_signals, until_reachable
+from rollout_health.commands.lifecycle import serving, status_server, until_reachable
 from rollout_health.inventory.checkpoint import Checkpoint
 from rollout_health.inventory.watcher import ClusterKind, InventoryWatcher
 from rollout_health.metrics import HealthMetrics

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from rollout_adapters.status_server import StatusServer
@@ -18,15 +17,6 @@ log = logging.getLogger("rollout_health")
 
 # The settings of any of the commands.
 CommandSettings = ReporterSettings | InventorySettings | MonitorSettings | CheckRunnerSettings
-
-
-def stop_on_signals() -> asyncio.Event:
-    """An event set by SIGTERM or SIGINT, in the running loop."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    return stop
 
 
 def status_server(

@@ -7,10 +7,10 @@ import asyncio
 import logging
 
 from rollout_adapters.connections import kafka_bus
-from rollout_adapters.shutdown import bounded_close, unless_stopped
+from rollout_adapters.shutdown import bounded_close, stop_on_signals, unless_stopped
 from rollout_common.ports import Bus
 from rollout_common.topics.catalog import HEARTBEATS, UPGRADE_RESULTS
-from rollout_health.commands.lifecycle import serving, status_server, stop_on_signals, until_reachable
+from rollout_health.commands.lifecycle import serving, status_server, until_reachable
 from rollout_health.metrics import HealthMetrics
 from rollout_health.probes import build_probe
 from rollout_health.probes.port import ReadinessProbe

@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import time
 
 from rollout_adapters.connections import kafka_bus, redis_store
 from rollout_adapters.kafka_bus import ConsumerOptions
-from rollout_adapters.shutdown import bounded_close, unless_stopped
+from rollout_adapters.shutdown import bounded_close, stop_on_signals, unless_stopped
 from rollout_adapters.status_server import StatusServer
 from rollout_common.connection_settings import loggable
 from rollout_common.errors import TransientError
@@ -66,7 +65,7 @@ async def serve(settings: PlannerSettings) -> None:
     probes: StatusServer | None = None
     try:
         planner = await _planner(settings, bus=bus, store=store)
-        signalled = _stop_signals()
+        signalled = stop_on_signals()
         task = asyncio.create_task(planner.run(), name="planner")
         if settings.http_port:
             probes = _probes(settings, planner, task)
@@ -90,15 +89,6 @@ async def _planner(settings: PlannerSettings, *, bus: Bus, store: Store) -> Plan
         initial_state=initial_state_source(settings, store),
         lease_store=lambda: redis_store(settings),
     )
-
-
-def _stop_signals() -> asyncio.Event:
-    """An event set by SIGTERM or SIGINT."""
-    loop = asyncio.get_running_loop()
-    signalled = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, signalled.set)
-    return signalled
 
 
 def _probes(settings: PlannerSettings, planner: Planner, task: asyncio.Task[None]) -> StatusServer:
