@@ -39,6 +39,15 @@ async def upgrade(
         await driver.close()
 
 
+async def observed(kubeconfig: Path, namespace: str, cluster: str, track: Track, version: str) -> str | None:
+    settings = ClusterApiDriverSettings(kubeconfig=kubeconfig, namespace=namespace, timeout_s=10.0)
+    driver = ClusterApiDriver(settings, client=async_client(kubeconfig=kubeconfig, field_manager=FIELD_MANAGER))
+    try:
+        return await driver.observed_version(UpgradeTarget(cluster, track, version))
+    finally:
+        await driver.close()
+
+
 def managers(obj: Any) -> set[str]:
     return {entry["manager"] for entry in obj.to_dict()["metadata"].get("managedFields") or []}
 
@@ -78,6 +87,32 @@ async def test_already_on_the_version_succeeds_at_once_without_a_patch(
     after = await kube.get(KubeadmControlPlane, "eu-1-cp", namespace=namespace)
     assert after.metadata.resourceVersion == before.metadata.resourceVersion
     assert FIELD_MANAGER not in managers(after)
+
+
+async def test_the_probe_before_a_rerun_says_the_target_only_when_every_object_runs_it_and_is_ready(
+    kube: AsyncClient, kubeconfig: Path, namespace: str
+) -> None:
+    """BUS-3: a new lease holder asks before it upgrades again. The driver answers the target version
+    only for a track already there on every object (what `upgrade` would find done), else None."""
+    await create_cluster(kube, "eu-1", namespace, version="v1.30.2", pools=("a", "b"))
+    assert await observed(kubeconfig, namespace, "eu-1", Track.CONTROL_PLANE, "1.30.2") == "1.30.2"
+    assert await observed(kubeconfig, namespace, "eu-1", Track.NODES, "1.30.2") == "1.30.2"
+    assert await observed(kubeconfig, namespace, "eu-1", Track.CONTROL_PLANE, "1.31.0") is None
+    async with SimulatedProvider(kube, namespace, delay_s=0.2).running():
+        assert await upgrade(kubeconfig, namespace, "eu-1", Track.NODES, "1.31.0") == DriverOutcome(True)
+    # Both node pools moved; the control plane did not.
+    assert await observed(kubeconfig, namespace, "eu-1", Track.NODES, "1.31.0") == "1.31.0"
+    assert await observed(kubeconfig, namespace, "eu-1", Track.CONTROL_PLANE, "1.31.0") is None
+    # A pool asked for the version but not there yet (its status lags) is not called done.
+    await kube.patch(
+        MachineDeployment,
+        "eu-1-b",
+        {"spec": {"template": {"spec": {"version": "v1.32.0"}}}},
+        namespace=namespace,
+        patch_type=PatchType.MERGE,
+    )
+    assert await observed(kubeconfig, namespace, "eu-1", Track.NODES, "1.32.0") is None
+    assert await observed(kubeconfig, namespace, "no-such-cluster", Track.NODES, "1.31.0") is None
 
 
 async def test_topology_cluster_gets_its_topology_version(kube: AsyncClient, kubeconfig: Path, namespace: str) -> None:
