@@ -82,6 +82,8 @@ ELSEWHERE = {
     "make kube-build": "tests/kube/test_devenv_kube.py (through make kube, which depends on it)",
     "make helm-build": "make test runs the same build as helm-build-background; tests/kube/test_helm_chart.py uses it",
     "make failover": "the tests it runs are tests/failover's failover_e2e ones, which make test runs beside the suite",
+    "make soak-health-test": "make test runs this target beside the suite (tests/load/test_health_soak.py)",
+    "make soak-health": "its harness (bench.soak_health) is the one make soak-health-test runs, at 500/s for 60 s",
     **{
         f"rollout demo --scenario tests/scenarios/{scenario} --status-at {at}": (
             "tests/docs/test_gates_examples.py (runs it and finds the lines the page quotes)"
