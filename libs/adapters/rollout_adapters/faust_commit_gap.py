@@ -52,7 +52,8 @@ def stuck_partitions(consumer: Any) -> dict[Any, tuple[int, int]]:
     stuck = {}
     for tp, acked in list(consumer._acked.items()):
         committed = consumer._committed_offset.get(tp)
-        # faust's own test (`_new_offset`): a gap of one past the committed offset it commits over
+        # faust's own test (`_new_offset`): a gap of one past the committed offset it commits over,
+        # and from a committed offset of 0 it commits over any gap (so that partition is not stuck)
         if acked and committed and tp in assigned and min(acked) - committed > 1:
             stuck[tp] = (committed, min(acked))
     return stuck
