@@ -16,7 +16,7 @@ import pytest
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.memory_bus import MemoryBus, kafka_partition
 from rollout_common.errors import InvalidInputError, PermanentError, TransientError, UnknownTopicError
-from rollout_common.ports import Bus, Consumer, Record, TopicSpec
+from rollout_common.ports import Bus, Consumer, Outgoing, Record, TopicSpec
 
 # The bus fixture is built on the session's event loop; its tests must run on that loop too.
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -94,6 +94,45 @@ async def test_records_come_back_in_publish_order_within_each_partition(bus: Bus
     for record in got:
         per_key[record.key].append(int(record.value))
     assert all(values == sorted(values) for values in per_key.values())
+
+
+async def test_publish_many_delivers_each_message_once_keeping_each_partitions_order(
+    bus: Bus, topic_prefix: str
+) -> None:
+    """One call, two topics, messages in flight together: what a planner's outbox needs (BUS-6)."""
+    commands = await make_topic(bus, topic_prefix, partitions=3, name="commands")
+    progress = await make_topic(bus, topic_prefix, name="progress")
+    messages = [
+        Outgoing(topic=commands if seq % 2 else progress, key=f"c-{seq % 4}".encode(), value=str(seq).encode())
+        for seq in range(40)
+    ]
+    messages.append(Outgoing(topic=progress, key=None, value=b"last", headers={"ce_id": b"\x00\xff"}))
+    await bus.publish_many(messages)
+    await bus.publish_many([])
+    consumer = bus.consumer([commands, progress], group=group_name(topic_prefix, "reader"))
+
+    got = await collect(consumer, count=41)
+
+    assert sorted((r.topic, r.value) for r in got) == sorted((m.topic, m.value) for m in messages)
+    per_partition: dict[tuple[str, int], list[bytes]] = defaultdict(list)
+    for record in sorted(got, key=lambda r: (r.topic, r.partition, r.offset)):
+        per_partition[(record.topic, record.partition)].append(record.value)
+    for (topic, partition), values in per_partition.items():
+        sent = [m.value for m in messages if m.topic == topic and _partition_of(m, got) == partition]
+        assert values == sent, f"{topic}[{partition}]"
+    (last,) = [r for r in got if r.value == b"last"]
+    assert (last.key, dict(last.headers)) == (None, {"ce_id": b"\x00\xff"})
+
+
+def _partition_of(message: Outgoing, got: list[Record]) -> int:
+    (partition,) = {r.partition for r in got if r.topic == message.topic and r.value == message.value}
+    return partition
+
+
+async def test_publish_many_with_a_record_over_the_size_limit_is_refused_for_good(bus: Bus, topic_prefix: str) -> None:
+    topic = await make_topic(bus, topic_prefix)
+    with pytest.raises(PermanentError):
+        await bus.publish_many([Outgoing(topic=topic, key=b"k", value=b"x" * 2_000_000)])
 
 
 async def test_a_key_always_lands_on_the_partition_kafkas_default_partitioner_picks(

@@ -10,7 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,7 @@ from topic_reader import Message, bodies, caught_up, header, produce, read_topic
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_adapters.redis_store import RedisStore
 from rollout_common.errors import PermanentError
+from rollout_common.ports import Outgoing
 from rollout_common.topics import ALL
 from rollout_common.topics.catalog import DEAD_LETTER, PROGRESS, RELEASE_TARGETS, STAGE_ADVANCE
 from rollout_planner.service.clock import ManualClock
@@ -313,13 +314,11 @@ class _DiesBeforePublishing(KafkaBus):
         super().__init__(bootstrap, client_id=client_id)
         self.died = False
 
-    async def publish(
-        self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes] | None = None
-    ) -> None:
+    async def publish_many(self, messages: Sequence[Outgoing]) -> None:
         if not self.died:
             self.died = True
             raise PermanentError("stopped between the journal write and the publish")
-        await super().publish(topic, key=key, value=value, headers=headers)
+        await super().publish_many(messages)
 
 
 async def _records_on(bootstrap: str, topic: str) -> int:

@@ -4,15 +4,18 @@ the batch before it was written is decided once, after a restart too."""
 
 from __future__ import annotations
 
+import base64
 import json
+from collections.abc import Mapping
 
 import pytest
 from planner_harness import START, make_planner, publish, release
 
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_adapters.memory_store import MemoryStore
-from rollout_common.errors import PermanentError
+from rollout_common.errors import PermanentError, TransientError
 from rollout_common.events import ReleaseTarget
+from rollout_common.ports import Record
 from rollout_common.topics.catalog import DEAD_LETTER, RELEASE_TARGETS, STAGE_ADVANCE
 from rollout_planner.service.checkpoint import CHECKPOINT_KEY, STATUS_KEY
 from rollout_planner.service.clock import ManualClock
@@ -81,3 +84,43 @@ async def test_bus_6_a_poll_decoded_while_the_batch_before_it_was_written_is_dec
     [dead] = bus.records(P + DEAD_LETTER.name)
     assert dead.headers["dlq_offset"] == b"1"
     assert bus.committed(f"{P}planner", P + RELEASE_TARGETS.name) == {0: 2}
+
+
+class _FailsOnce(MemoryBus):
+    """The real in-memory bus, except that one publish, `at` publishes from arming, fails for a while."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls, self.fail_at = 0, -1
+
+    def arm(self, at: int) -> None:
+        self.fail_at = self.calls + at
+
+    async def publish(
+        self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes] | None = None
+    ) -> None:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise TransientError("the broker is restarting")
+        await super().publish(topic, key=key, value=value, headers=headers)
+
+
+def _ids(records: list[Record]) -> list[tuple[str, bytes]]:
+    return [(r.topic, r.headers["ce_id"]) for r in records]
+
+
+async def test_bus_3_an_outbox_whose_fourth_message_failed_goes_out_whole_again_nothing_lost() -> None:
+    """The outbox is published in one call, all in flight at once; a transient failure part-way
+    retries the whole outbox with the same ids, so its first three messages go out twice (consumers
+    drop the repeat by id) and every message goes out at least once."""
+    bus, store = _FailsOnce(), MemoryStore()
+    planner = await _started(bus, store, retry_backoff_s=0.01)
+    await release(bus, P)
+    bus.arm(4)
+    await _drain(planner)
+    outbox = json.loads(await store.get(CHECKPOINT_KEY) or b"{}")["outbox"]
+    expected = [(m["topic"], base64.b64decode(m["headers"]["ce_id"])) for m in outbox]
+    published = [record for topic in sorted({topic for topic, _ in expected}) for record in bus.records(topic)]
+    assert (json.loads(await store.get(CHECKPOINT_KEY) or b"{}")["batch"], len(expected)) == (1, 6)
+    assert sorted(_ids(published)) == sorted(expected[:3] + expected)
+    await planner.close()

@@ -35,7 +35,7 @@ from rollout_common.errors import (
     TransientError,
     UnknownTopicError,
 )
-from rollout_common.ports import StartAt, TopicSpec
+from rollout_common.ports import Outgoing, StartAt, TopicSpec
 
 log = logging.getLogger(__name__)
 
@@ -194,28 +194,33 @@ class KafkaBus:
     async def publish(
         self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes] | None = None
     ) -> None:
+        await self.publish_many([Outgoing(topic=topic, key=key, value=value, headers=headers or {})])
+
+    async def publish_many(self, messages: Sequence[Outgoing]) -> None:
         self._check_open()
-        await self._require_topics([topic])
+        if not messages:
+            return
+        topics = sorted({message.topic for message in messages})
+        await self._require_topics(topics)
         producer = await self._started_producer()
-        wire_headers = [(name, bytes(data)) for name, data in (headers or {}).items()]
+        doing = f"publish to {', '.join(repr(topic) for topic in topics)}"
         try:
             # An idempotent producer never expires a batch on a retriable error: with the broker
-            # gone, send_and_wait would wait for ever. The record may still be delivered once the
-            # broker is back, so a caller's retry can publish it twice (at least once).
+            # gone, waiting for the acknowledgements would wait for ever. A record may still be
+            # delivered once the broker is back, so a caller's retry can publish it twice (at
+            # least once).
             async with asyncio.timeout(self._publish_timeout_s):
-                with _translated(f"publish to {topic!r}", topics_checked=True):
-                    await producer.send_and_wait(topic, value, key=key, headers=wire_headers)
+                with _translated(doing, topics_checked=True):
+                    await _sent_together(producer, messages)
         except TimeoutError as exc:
-            raise TransientError(
-                f"kafka: publish to {topic!r}: no acknowledgement within {self._publish_timeout_s:g} s"
-            ) from exc
+            raise TransientError(f"kafka: {doing}: no acknowledgement within {self._publish_timeout_s:g} s") from exc
         except PermanentError as exc:
             if not isinstance(exc.__cause__, kerr.OutOfOrderSequenceNumber):
                 raise
             # A restarted broker lost this idempotent producer's sequence numbers: the producer is
-            # spent, a fresh one (a new producer id) sends the same record again.
+            # spent, a fresh one (a new producer id) sends the same records again.
             await self._drop_producer(producer)
-            raise TransientError(f"kafka: publish to {topic!r}: the broker lost the producer's state ({exc})") from exc
+            raise TransientError(f"kafka: {doing}: the broker lost the producer's state ({exc})") from exc
 
     def consumer(
         self,
@@ -408,6 +413,25 @@ def _new_topic(spec: TopicSpec, replication_factor: int, min_insync_replicas: in
     if spec.retention_ms is not None:
         configs["retention.ms"] = str(spec.retention_ms)
     return NewTopic(spec.name, spec.partitions, replication_factor, topic_configs=configs)
+
+
+async def _sent_together(producer: Any, messages: Sequence[Outgoing]) -> None:
+    """Every message handed to the producer before any acknowledgement is awaited: one round trip
+    for all of them, not one each. The producer keeps each partition's order; the first failure
+    is raised once every message has settled."""
+    acks = [
+        await producer.send(
+            message.topic,
+            message.value,
+            key=message.key,
+            headers=[(name, bytes(data)) for name, data in message.headers.items()],
+        )
+        for message in messages
+    ]
+    outcomes = await asyncio.gather(*acks, return_exceptions=True)
+    failed = next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None)
+    if failed is not None:
+        raise failed
 
 
 __all__ = [

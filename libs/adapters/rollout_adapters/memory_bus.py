@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from rollout_common.errors import InvalidInputError, PermanentError, UnknownTopicError
-from rollout_common.ports import Record, StartAt, TopicSpec
+from rollout_common.ports import Outgoing, Record, StartAt, TopicSpec
 
 TopicPartition = tuple[str, int]
 
@@ -108,6 +108,10 @@ class MemoryBus:
                 raise InvalidInputError(f"topic {spec.name!r}: partitions must be >= 1")
             # An existing topic is kept as it is, as a broker answers TopicAlreadyExists.
             self._topics.setdefault(spec.name, _Topic(spec, [[] for _ in range(spec.partitions)]))
+
+    async def publish_many(self, messages: Sequence[Outgoing]) -> None:
+        for message in messages:
+            await self.publish(message.topic, key=message.key, value=message.value, headers=message.headers)
 
     async def publish(
         self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes] | None = None

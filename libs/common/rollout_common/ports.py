@@ -26,6 +26,16 @@ class Record:
 
 
 @dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One message to publish."""
+
+    topic: str
+    key: bytes | None
+    value: bytes
+    headers: Mapping[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class TopicSpec:
     name: str
     partitions: int = 1
@@ -60,6 +70,11 @@ class Bus(Protocol):
         self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes] | None = None
     ) -> None:
         """Durably publish (returns once the broker acknowledged it)."""
+
+    async def publish_many(self, messages: Sequence[Outgoing]) -> None:
+        """Durably publish every message, all in flight at once (returns once the broker
+        acknowledged each). Each partition's messages keep their order; there is none between
+        partitions. On a failure some may have gone out: a retry publishes them again (at least once)."""
 
     def consumer(
         self,

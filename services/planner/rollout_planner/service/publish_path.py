@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import functools
 
-from rollout_common.ports import Bus
+from rollout_common.ports import Bus, Outgoing
 from rollout_planner.service.checkpoint import PUBLISHED_KEY, Checkpoint
 from rollout_planner.service.lease_keeper import PlannerLease
-from rollout_planner.service.outbox import OutboxMessage
 from rollout_planner.service.retrying import Retrier
 
 
@@ -38,8 +37,12 @@ class PublishPath:
             self.published = checkpoint.batch
             return
         self._lease.check()  # a planner that lost its lease publishes nothing more (BUS-8)
-        for message in checkpoint.outbox:
-            await self._retrier.call(f"publish to {message.topic}", functools.partial(self._send, message))
+        # All in flight at once: the command waits for no acknowledgement of the progress events
+        # before it. A retry sends the whole outbox again (same ids: consumers drop the repeats).
+        messages = [Outgoing(topic=m.topic, key=m.key, value=m.value, headers=m.headers) for m in checkpoint.outbox]
+        await self._retrier.call(
+            f"publish batch {checkpoint.batch}'s outbox", functools.partial(self._bus.publish_many, messages)
+        )
         self.published = checkpoint.batch
         self._unmarked = {PUBLISHED_KEY: str(checkpoint.batch).encode()}
 
@@ -52,9 +55,6 @@ class PublishPath:
         caller's next write; taken once."""
         items, self._unmarked = self._unmarked, {}
         return items
-
-    async def _send(self, message: OutboxMessage) -> None:
-        await self._bus.publish(message.topic, key=message.key, value=message.value, headers=message.headers)
 
 
 __all__ = ["PublishPath"]
