@@ -9,23 +9,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from aiokafka.errors import IllegalStateError
 from faust.types import TP
+from intervaltree import IntervalTree
 
-from rollout_adapters.faust_commit_gap import stuck_partitions
+from rollout_adapters.faust_commit_gap import rewind_stuck, stuck_partitions
 
 HEARTBEATS_0, HEARTBEATS_1, OTHER = TP("hb", 0), TP("hb", 1), TP("hb", 2)
 
 
-@dataclass
+@dataclass(eq=False)
 class ConsumerOffsets:
     """The fields of a faust consumer that `stuck_partitions` reads."""
 
     _acked: dict[TP, list[int]]
     _committed_offset: dict[TP, int | None]
     assigned: set[TP] = field(default_factory=lambda: {HEARTBEATS_0, HEARTBEATS_1})
+    _gap: dict[TP, IntervalTree] = field(default_factory=dict)
+    flow_active: bool = True
+    sought: list[dict[TP, int]] = field(default_factory=list)
+    revoked: set[TP] = field(default_factory=set)  # by a rebalance in faust's consumer thread
 
     def assignment(self) -> set[TP]:
         return self.assigned
+
+    async def seek_wait(self, offsets: dict[TP, int]) -> None:
+        self.sought.append(offsets)
+        if offsets.keys() & self.revoked:
+            raise IllegalStateError("No current assignment for partition")
 
 
 def test_a_gap_after_the_committed_offset_is_stuck_with_both_offsets() -> None:
@@ -55,3 +66,23 @@ def test_nothing_acknowledged_or_a_partition_no_longer_assigned_is_not_stuck() -
         _committed_offset={HEARTBEATS_0: 3, OTHER: 3},
     )
     assert stuck_partitions(consumer) == {}
+
+
+def test_offsets_the_fetcher_skipped_count_as_acknowledged_as_in_faust() -> None:
+    """faust's `_gap` (transaction markers, compacted records): skipped right after the committed
+    offset, faust commits over them; skipped further on, the offsets before them are the gap."""
+    consumer = ConsumerOffsets(
+        _acked={HEARTBEATS_0: [12, 13], HEARTBEATS_1: [12, 13]},
+        _committed_offset={HEARTBEATS_0: 9, HEARTBEATS_1: 9},
+        _gap={HEARTBEATS_0: IntervalTree.from_tuples([(10, 12)]), HEARTBEATS_1: IntervalTree.from_tuples([(11, 12)])},
+    )
+    assert stuck_partitions(consumer) == {HEARTBEATS_1: (9, 11)}
+
+
+async def test_a_rewind_that_fails_leaves_faust_to_commit_and_is_tried_again_later() -> None:
+    """A partition revoked between reading the assignment and the seek: the seek raises, and the
+    commit that asked for the rewind must still go on (an exception there stops faust's commits)."""
+    consumer = ConsumerOffsets(_acked={HEARTBEATS_0: [12]}, _committed_offset={HEARTBEATS_0: 9}, revoked={HEARTBEATS_0})
+    await rewind_stuck(consumer)
+    await rewind_stuck(consumer)
+    assert consumer.sought == [{HEARTBEATS_0: 9}, {HEARTBEATS_0: 9}]

@@ -76,3 +76,21 @@ async def test_after_a_revocation_the_next_message_starts_a_new_batch() -> None:
     inbox.reset()
     await handle(_message(1))
     assert [m.offset for m in queue.get_nowait()] == [1]
+
+
+async def test_when_faust_resumes_its_flow_and_empties_the_queue_the_next_message_starts_a_new_batch() -> None:
+    """faust's stream queue is emptied by every `flow_control.resume()` (the end of each rebalance's
+    recovery, with no revocation). A batch lost with it must not take more messages: they would
+    never be judged or acknowledged, and faust would commit nothing past them again."""
+    inbox, app = _inbox(batch_max=10)
+    queue = app.FlowControlQueue(maxsize=100, clear_on_resume=True)
+    handle = inbox._handler(queue)
+    inbox._handler(queue)  # a second partition of the topic shares the queue
+    await handle(_message(0))
+    await handle(_message(1))
+    app.flow_control.suspend()
+    app.flow_control.resume()
+    assert queue.empty()
+    await handle(_message(2))
+    assert [m.offset for m in queue.get_nowait()] == [2]
+    assert queue.empty() and inbox._waiting == 1

@@ -18,8 +18,12 @@ log = logging.getLogger(__name__)
 
 # A killed child gets this long to be reaped before we stop waiting for it.
 _REAP_S = 5.0
-# A program's answer is a line or two: a runaway one must not fill the caller's memory.
+# A program's answer is a line or two, and a failure is told by stderr's last lines: a runaway one
+# must not fill the caller's memory, so no more than this is ever held of either (the rest is read
+# and dropped, so the program never blocks on a full pipe).
 _STDOUT_CHARS = 4096
+_STDERR_BYTES = 65536
+_CHUNK = 65536
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,9 @@ async def run_argv(
         return CommandOutcome(None, problem=f"cannot run {argv[0]!r}: {exc}")
     try:
         async with asyncio.timeout(timeout_s):
-            printed, stderr = await process.communicate()
+            printed, stderr, _ = await asyncio.gather(
+                _head(process.stdout, _STDOUT_CHARS), _tail(process.stderr, _STDERR_BYTES), process.wait()
+            )
     except TimeoutError:
         await _stopped(process)
         return CommandOutcome(None, problem=f"timed out after {timeout_s:g} s")
@@ -73,8 +79,25 @@ async def run_argv(
     return CommandOutcome(
         process.returncode,
         stderr=stderr.decode(errors="replace"),
-        stdout=(printed or b"")[:_STDOUT_CHARS].decode(errors="replace"),
+        stdout=printed.decode(errors="replace"),
     )
+
+
+async def _head(stream: asyncio.StreamReader | None, limit: int) -> bytes:
+    """The first `limit` bytes of `stream`, read to its end."""
+    kept = bytearray()
+    while stream is not None and (chunk := await stream.read(_CHUNK)):
+        kept += chunk[: max(0, limit - len(kept))]
+    return bytes(kept)
+
+
+async def _tail(stream: asyncio.StreamReader | None, limit: int) -> bytes:
+    """The last `limit` bytes of `stream`, read to its end."""
+    kept = bytearray()
+    while stream is not None and (chunk := await stream.read(_CHUNK)):
+        kept += chunk
+        del kept[:-limit]
+    return bytes(kept)
 
 
 async def _stopped(process: asyncio.subprocess.Process) -> None:

@@ -22,7 +22,11 @@ skipped meanwhile leave no gap that faust would commit over.
 to its committed offset, so the records in the gap are read again (the monitor judges a heartbeat
 it already saw as one that changes nothing) and the commits go on. The agent acknowledges a
 partition's records in order (one agent, and `InFlight` finishes them in arrival order), so the
-state is never a commit merely waiting on an earlier record.
+state is never a commit merely waiting on an earlier record. When the seek lands while faust is
+still handing over records it fetched before it, faust takes the next of those as a jump past the
+new read offset, records the offsets in between as skipped and commits over them: the partition
+commits again, but those heartbeats are not judged (each cluster's next heartbeat stands in for
+its skipped one, as after any lost heartbeat).
 """
 
 from __future__ import annotations
@@ -54,8 +58,13 @@ def stuck_partitions(consumer: Any) -> dict[Any, tuple[int, int]]:
         committed = consumer._committed_offset.get(tp)
         # faust's own test (`_new_offset`): a gap of one past the committed offset it commits over,
         # and from a committed offset of 0 it commits over any gap (so that partition is not stuck)
-        if acked and committed and tp in assigned and min(acked) - committed > 1:
-            stuck[tp] = (committed, min(acked))
+        if not (acked and committed and tp in assigned):
+            continue
+        # ...after counting as acknowledged the offsets its fetcher skipped (`_gap`: transaction
+        # markers, compacted records), as `_new_offset` does
+        oldest = min([min(acked), *(iv.begin for iv in consumer._gap.get(tp) or () if iv.begin < max(acked))])
+        if oldest - committed > 1:
+            stuck[tp] = (committed, oldest)
     return stuck
 
 
@@ -80,7 +89,11 @@ async def rewind_stuck(consumer: Any) -> None:
             committed,
         )
         # in faust's consumer thread, and faust reads from there on again (its read offset)
-        await consumer.seek_wait({tp: committed})
+        try:
+            await consumer.seek_wait({tp: committed})
+        except Exception as exc:  # e.g. the partition was revoked meanwhile: faust's commit must go on
+            log.warning("%s[%d]: reading from %d again failed (%r); trying at a later commit", *tp, committed, exc)
+            rewound.pop(tp, None)
 
 
 async def _commit(self: Any, topics: Any = None, start_new_transaction: bool = True) -> bool:

@@ -11,7 +11,8 @@ the agent acked and a rebalance still waits for what it started.
 
 What faust's own callback does first is kept: wait while the flow is suspended (a rebalance) and
 while the producer's buffer is full. A batch belongs to one consumer generation: after a rebalance
-faust clears the stream queues, and the next message starts a new batch. At most `limit` messages
+faust clears the stream queues, as it does each time its flow resumes, and the next message starts
+a new batch. At most `limit` messages
 wait for the agent; beyond that the callback waits, as faust's does on a full stream queue.
 """
 
@@ -59,6 +60,7 @@ class HeartbeatInbox:
         conductor._build_handler = build_handler
 
     def _handler(self, queue: Any) -> Callable[[Message], Awaitable[None]]:
+        self._forget_on_clear(queue)
         acquire_flow = self._app.flow_control.acquire
         producer_ebb = self._app.producer.buffer.wait_until_ebb
 
@@ -78,6 +80,21 @@ class HeartbeatInbox:
 
         return on_message
 
+    def _forget_on_clear(self, queue: Any) -> None:
+        """faust empties the stream's queue each time its flow resumes (at the end of every
+        rebalance's recovery, with no revocation): the batch waiting there is gone with it, so the
+        next message must start a new batch, not join one the agent will never take."""
+        clear = getattr(queue, "clear", None)
+        if clear is None or getattr(clear, "forgets_batches", False):
+            return
+
+        def clear_and_forget() -> None:
+            clear()
+            self.reset()
+
+        clear_and_forget.forgets_batches = True  # type: ignore[attr-defined]
+        queue.clear = clear_and_forget
+
     def taken(self, batch: HeartbeatBatch) -> None:
         """The agent has `batch`: later messages go to a new one."""
         if self._pending is batch:
@@ -86,7 +103,7 @@ class HeartbeatInbox:
         self._room.set()
 
     def reset(self) -> None:
-        """Partitions were revoked: faust cleared the queue, and the batches on it are gone."""
+        """faust cleared the queue (partitions revoked, or its flow resumed): the batches on it are gone."""
         self._pending = None
         self._waiting = 0
         self._room.set()
