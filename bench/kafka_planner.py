@@ -219,6 +219,7 @@ async def _planner_run(
         done = 0
         while done < events:
             done += await planner.step()
+        await planner.commits_settled()  # its offsets committed too, as the raw consumer's need not be
         planner_s = time.perf_counter() - wall0
         planner_cpu = time.process_time() - cpu0
         profile_text = ""

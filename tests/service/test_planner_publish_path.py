@@ -4,9 +4,10 @@ the batch before it was written is decided once, after a restart too."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pytest
 from planner_harness import START, make_planner, publish, release
@@ -124,3 +125,35 @@ async def test_bus_3_an_outbox_whose_fourth_message_failed_goes_out_whole_again_
     assert (json.loads(await store.get(CHECKPOINT_KEY) or b"{}")["batch"], len(expected)) == (1, 6)
     assert sorted(_ids(published)) == sorted(expected[:3] + expected)
     await planner.close()
+
+
+async def test_the_next_batch_is_decided_and_published_while_the_last_ones_offset_commit_is_unanswered() -> None:
+    """Issue 21: an offset commit (a round trip to the group coordinator, 10 ms and more on Kafka 4)
+    no longer sits between a batch's publish and the next poll, nor holds the next batch. One
+    commit is in flight at a time, the next carries every batch taken since, and `close` waits."""
+    bus, store = MemoryBus(), MemoryStore()
+    planner = await _started(bus, store, poll_max_records=1)
+    held = bus.hold_commits()
+    await release(bus, P)
+    first = asyncio.create_task(planner.step())
+    await _until(first.done, "the step returned while its offset commit waits")
+    assert (first.result(), len(bus.records(P + STAGE_ADVANCE.name))) == (1, 1)
+    bad = ReleaseTarget.model_construct(event_id="bad-1", channel="regular", targets={"1.30": "nope"})
+    await publish(bus, P, RELEASE_TARGETS, bad, event_id="bad-1")
+    # decided and published (a dead letter) while the first commit still waits; its own offsets
+    # wait for the next commit, made once the one in flight is answered
+    assert await asyncio.wait_for(planner.step(), timeout=10) == 1
+    assert len(bus.records(P + DEAD_LETTER.name)) == 1
+    assert bus.committed(f"{P}planner", P + RELEASE_TARGETS.name) == {}
+    held.set()
+    await asyncio.wait_for(planner.commits_settled(), timeout=10)
+    assert bus.committed(f"{P}planner", P + RELEASE_TARGETS.name) == {0: 2}
+    await planner.close()
+    assert bus.committed(f"{P}planner", P + RELEASE_TARGETS.name) == {0: 2}
+
+
+async def _until(condition: Callable[[], bool], what: str, within_s: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, f"not within {within_s} s: {what}"
+        await asyncio.sleep(0.005)

@@ -98,6 +98,7 @@ class MemoryBus:
         self._member_ids = itertools.count()
         self._changed = asyncio.Event()
         self._closed = False
+        self.commits_held: asyncio.Event | None = None  # `hold_commits`
 
     # -- the port -------------------------------------------------------------------------
 
@@ -176,6 +177,11 @@ class MemoryBus:
     def fail_next_poll(self, exc: Exception) -> None:
         """The next `poll` of any consumer raises `exc`, before any record is handed out."""
         self._faults.setdefault("poll", deque()).append(exc)
+
+    def hold_commits(self) -> asyncio.Event:
+        """Every `commit` waits until the event returned is set (a slow group coordinator)."""
+        self.commits_held = asyncio.Event()
+        return self.commits_held
 
     def fail_next_commit(self, exc: Exception) -> None:
         """The next `commit` of any consumer raises `exc` and commits nothing."""
@@ -296,6 +302,8 @@ class MemoryConsumer:
         if not self._grouped:
             raise InvalidInputError("a consumer without a group has no offsets to commit")
         self._bus._raise_injected("commit")
+        if self._bus.commits_held is not None:
+            await self._bus.commits_held.wait()
         group = self._bus._group(self._group)
         owned = self.assignment()
         for tp, offset in next_offsets(records).items():

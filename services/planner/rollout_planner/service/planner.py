@@ -8,7 +8,7 @@ The order within a batch is what makes at-least-once delivery safe (BUS-3, BUS-6
    (`durable_state`);
 3. the outbox is published, then marked published with the status document when due
    (`publish_path`, `status_writer`): the document is encoded after the commands went out;
-4. the Kafka offsets are committed.
+4. the Kafka offsets are committed, in the background (the next poll does not wait for it).
 
 A crash after 2 re-publishes the outbox on restart (same ids: consumers drop the duplicate); a
 crash before 2 loses nothing, the records come again and are decided again from the stored state.
@@ -83,6 +83,8 @@ class Planner:
         self._decision = self._batch_decision()
         self._set_aside = self._new_set_aside()
         self._consumer: Consumer | None = None
+        self._committing: asyncio.Task[None] | None = None  # the offset commit in flight
+        self._to_commit: dict[tuple[str, int], Record] = {}  # per partition, the last record taken since
         self.ready = False
         self.lease = lease or self._new_lease()
         self._new_term()
@@ -206,6 +208,7 @@ class Planner:
         self.ready = False
         await self.lease.stop_renewing()
         if self._consumer is not None:
+            await self._drop_commit()
             with contextlib.suppress(TransientError, PermanentError):
                 await self._consumer.close()
             self._consumer = None
@@ -274,6 +277,7 @@ class Planner:
     async def close(self) -> None:
         self.ready = False
         if self._consumer is not None:
+            await self.commits_settled()
             await self._consumer.close()
             self._consumer = None
         await self.lease.release()
@@ -299,7 +303,7 @@ class Planner:
             await self._status_if_behind()
             return 0
         await self._handle(taken, now=now, due=due)
-        await self._commit(taken.records)
+        self._commit(taken.records)
         return len(taken.records)
 
     async def _poll(self, timeout_s: float) -> list[Record] | None:
@@ -425,14 +429,38 @@ class Planner:
     async def _write_snapshot(self) -> None:
         await self._durable.write_snapshot(self.state, self.checkpoint, also=self._publish_path.take_mark())
 
-    async def _commit(self, records: Sequence[Record]) -> None:
-        if not records or self._consumer is None:
-            return
-        try:
-            await self._consumer.commit(records)
-        except (TransientError, PermanentError) as exc:
-            # Harmless: the records come again and are skipped by the stored offsets.
-            log.warning("offset commit failed; the records will be skipped when redelivered", extra={"error": str(exc)})
+    def _commit(self, records: Sequence[Record]) -> None:
+        """Commit the batch's offsets in the background: nothing waits for it. An offset commit is a
+        round trip to the group coordinator (10 ms and more on Kafka 4, which lingers to batch
+        them) and only saves redelivering records the checkpoint already skips. One commit is in
+        flight at a time; what the batches after it took goes in the next one, in offset order."""
+        for record in records:
+            held = self._to_commit.get((record.topic, record.partition))
+            if held is None or record.offset > held.offset:
+                self._to_commit[(record.topic, record.partition)] = record
+        if self._to_commit and self._consumer is not None and (self._committing is None or self._committing.done()):
+            self._committing = asyncio.create_task(self._commit_pending(self._consumer))
+
+    async def _commit_pending(self, consumer: Consumer) -> None:
+        while self._to_commit:
+            records, self._to_commit = list(self._to_commit.values()), {}
+            await _committed(consumer, records)
+
+    async def commits_settled(self) -> None:
+        """Until every batch's offsets have been committed (or the commit failed: harmless)."""
+        task, self._committing = self._committing, None
+        if task is not None:
+            await task
+
+    async def _drop_commit(self) -> None:
+        """A commit still in flight is given up (the consumer is closing): the records come again
+        and are skipped by the stored offsets."""
+        task, self._committing, self._to_commit = self._committing, None, {}
+        if task is not None and not task.done():
+            task.cancel()
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def _poll_timeout(self) -> float:
         timeout = self._settings.poll_timeout_s
@@ -440,6 +468,14 @@ class Planner:
             timeout = min(timeout, self._clock.wall_seconds_until(self.checkpoint.wake_at))
         # A zero timeout still returns records already fetched, and lets a due timer fire now.
         return max(timeout, 0.0)
+
+
+async def _committed(consumer: Consumer, records: Sequence[Record]) -> None:
+    try:
+        await consumer.commit(records)
+    except (TransientError, PermanentError) as exc:
+        # Harmless: the records come again and are skipped by the stored offsets.
+        log.warning("offset commit failed; the records will be skipped when redelivered", extra={"error": str(exc)})
 
 
 __all__ = ["InitialState", "Planner"]
