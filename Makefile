@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 SHARED ?= ../shared
 
-.PHONY: demo system-deps venv test checks suite soak-health-test lint typecheck unit integration conformance scenarios kafka redis kube kube-build kube-build-background helm-build helm-build-background infra-fetch bench asyncapi-parser
+.PHONY: demo system-deps venv test checks suite soak-health-test chaos-test lint typecheck unit integration conformance scenarios kafka redis kube kube-build kube-build-background helm-build helm-build-background infra-fetch bench asyncapi-parser
 
 demo: venv  ## run the embedded demo (one process, no Kafka)
 	$(BIN)/rollout demo
@@ -36,16 +36,23 @@ system-deps:  ## Debian packages for the full suite (redis-server, Java 17, Mave
 ## the whole suite on a fresh machine: installs what is missing, then lint, types, conformance,
 ## scenarios, unit, property, contract, integration and end-to-end tests (starts Kafka and Redis itself)
 test: venv kube-build-background helm-build-background system-deps infra-fetch asyncapi-parser
-	$(MAKE) --no-print-directory -j2 checks suite failover soak-health-test
+	$(MAKE) --no-print-directory -j2 checks suite failover soak-health-test chaos-test
 
 ## lint, types, conformance and scenarios use the CPU while the suite mostly waits on its servers,
 ## so they run beside it (two jobs); when they are done the failover tests take their place beside
-## the suite (6 to 8 minutes for the four here; inside the suite they would take it past its 30), and
-## after them the 60 s health soak (2 to 4 minutes); any failure still fails `make test`
+## the suite (6 to 8 minutes for the four here; inside the suite they would take it past its 30),
+## after them the 60 s health soak (2 to 4 minutes), and then the ten chaos seeds (6 to 9 minutes);
+## any failure still fails `make test`
 checks: lint typecheck conformance scenarios
 
+CHAOS_TEST := tests/chaos/test_fault_injection.py
 suite: venv
-	$(BIN)/pytest -q --durations=30 -m "not failover_e2e and not health_soak"
+	$(BIN)/pytest -q --durations=30 -m "not failover_e2e and not health_soak" --ignore=$(CHAOS_TEST)
+
+## the chaos test's CI variant (10 seeds x 2 process faults + 2 input faults), a job of its own
+## beside the suite
+chaos-test: venv infra-fetch
+	$(BIN)/pytest -q --durations=10 $(CHAOS_TEST)
 
 ## the 60 s sustained run through the real health services (`make soak-health`'s test, 500 heartbeats/s
 ## through two monitor workers to the planner with a rollout in progress); each of its waits is
@@ -95,7 +102,7 @@ bench: venv  ## engine, Kafka, latency, executor-scaling, health-scaling and who
 	$(PY) -m bench.run
 
 ## nightly fault injection: the chaos test with more seeds and faults (CI runs 10 seeds x 2 process
-## faults + 2 input faults inside `make test`); writes the JSON summary and renders it into docs/reliability.md
+## faults + 2 input faults in `make test`, as `make chaos-test`); writes the JSON summary and renders it into docs/reliability.md
 CHAOS_SEEDS ?= 50
 CHAOS_FAULTS ?= 4
 CHAOS_INPUT_FAULTS ?= 4

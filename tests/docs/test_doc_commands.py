@@ -77,7 +77,8 @@ ELSEWHERE = {
             "-H ce_type=io.rollout.release_target.v1 -H content-type=application/json",
         ]
     ): "tests/e2e/test_kcat.py (with the real kcat)",
-    ".venv/bin/pytest tests/chaos": "the suite runs tests/chaos with these defaults",
+    ".venv/bin/pytest tests/chaos": "make test runs tests/chaos with these defaults (the suite and make chaos-test)",
+    "make chaos-test": "make test runs this target beside the suite (tests/chaos/test_fault_injection.py)",
     "make kube": "tests/kube/test_devenv_kube.py (runs it, uses the apiserver, stops it with Ctrl-C)",
     "make kube-build": "tests/kube/test_devenv_kube.py (through make kube, which depends on it)",
     "make helm-build": "make test runs the same build as helm-build-background; tests/kube/test_helm_chart.py uses it",
