@@ -18,6 +18,7 @@ from rollout_common.errors import PermanentError, TransientError
 from rollout_common.events import ReleaseTarget
 from rollout_common.ports import Record
 from rollout_common.topics.catalog import DEAD_LETTER, RELEASE_TARGETS, STAGE_ADVANCE
+from rollout_planner.service import planner as planner_module
 from rollout_planner.service.checkpoint import CHECKPOINT_KEY, STATUS_KEY
 from rollout_planner.service.clock import ManualClock
 from rollout_planner.service.planner import Planner
@@ -157,3 +158,17 @@ async def _until(condition: Callable[[], bool], what: str, within_s: float = 10.
     while not condition():
         assert asyncio.get_running_loop().time() < deadline, f"not within {within_s} s: {what}"
         await asyncio.sleep(0.005)
+
+
+async def test_a_stop_gives_up_a_commit_the_coordinator_does_not_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker that is down must not hold a stop: the commit in flight is given up after
+    `COMMIT_ON_CLOSE_S` (harmless, the checkpoint skips the records when they come again)."""
+    monkeypatch.setattr(planner_module, "COMMIT_ON_CLOSE_S", 0.05)
+    bus, store = MemoryBus(), MemoryStore()
+    planner = await _started(bus, store)
+    bus.hold_commits()  # never answered
+    await release(bus, P)
+    assert await planner.step() == 1
+    await asyncio.wait_for(planner.close(), timeout=10)
+    assert bus.committed(f"{P}planner", P + RELEASE_TARGETS.name) == {}
+    assert len(bus.records(P + STAGE_ADVANCE.name)) == 1

@@ -50,6 +50,10 @@ from rollout_planner.service.status_writer import StatusWriter, changes_status
 
 log = logging.getLogger("rollout.planner")
 
+# How long a stop waits for the offset commit in flight before giving it up (harmless: the records
+# come again and are skipped by the stored offsets).
+COMMIT_ON_CLOSE_S = 5.0
+
 # Builds the engine state when the store holds no snapshot yet; returns None while there is
 # nothing to plan (no sequence applied), and is asked again later.
 InitialState = Callable[[], Awaitable[EngineState | None]]
@@ -277,7 +281,7 @@ class Planner:
     async def close(self) -> None:
         self.ready = False
         if self._consumer is not None:
-            await self.commits_settled()
+            await self._commits_settled_or_dropped()
             await self._consumer.close()
             self._consumer = None
         await self.lease.release()
@@ -451,6 +455,13 @@ class Planner:
         task, self._committing = self._committing, None
         if task is not None:
             await task
+
+    async def _commits_settled_or_dropped(self) -> None:
+        """The last commit, given `COMMIT_ON_CLOSE_S` (a broker that is down must not hold a stop)."""
+        task = self._committing
+        if task is not None:
+            await asyncio.wait({task}, timeout=COMMIT_ON_CLOSE_S)
+        await self._drop_commit()
 
     async def _drop_commit(self) -> None:
         """A commit still in flight is given up (the consumer is closing): the records come again
