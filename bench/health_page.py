@@ -20,6 +20,15 @@ def _us(run: dict[str, Any]) -> float:
     return float(run["cpu_per_heartbeat_ms"]) * 1000
 
 
+def _net_of_idle(run: dict[str, Any]) -> str:
+    """The figure without the worker's fixed cost while idle, when the run measured it."""
+    net = float(run.get("net_cpu_per_heartbeat_ms", float("nan"))) * 1000
+    if net != net:  # not measured (NaN)
+        return ""
+    idle_ms = float(run.get("idle_cpu_per_s", 0.0)) * 1000
+    return f"; {net:,.0f} µs without its idle cost ({idle_ms:.0f} ms of CPU a second idle, judged on the whole figure)"
+
+
 def _by_workers(runs: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return {int(r["workers"]): r for r in runs}
 
@@ -34,7 +43,7 @@ def cost_verdicts(first: list[dict[str, Any]], steady: list[dict[str, Any]]) -> 
             (
                 f"monitor CPU per heartbeat that changes nothing <= {LIMIT_AT_REST_US:g} µs",
                 us <= LIMIT_AT_REST_US,
-                f"{us:,.0f} µs at 1 worker (a core would carry {1e6 / us:,.0f}/s)",
+                f"{us:,.0f} µs at 1 worker (a core would carry {1e6 / us:,.0f}/s){_net_of_idle(rest[1])}",
             )
         )
     if 1 in change:

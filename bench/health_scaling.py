@@ -55,6 +55,7 @@ APP_ID = "rollout-health"
 
 
 ROUND_S = 30.0  # a reporter's default heartbeat interval
+IDLE_S = 3.0  # how long a steady run watches the workers idle before its heartbeats
 
 
 @dataclass
@@ -70,6 +71,11 @@ class HealthRun:
     cpu_per_heartbeat_ms: float
     group_stable_s: float
     load: str
+    # steady runs: the workers' CPU a second while they had nothing to do (faust's timers, the group's
+    # heartbeats, the staleness check), and the CPU per heartbeat without that fixed cost over the
+    # run's wall time (which includes waiting for faust's commit interval)
+    idle_cpu_per_s: float = 0.0
+    net_cpu_per_heartbeat_ms: float = float("nan")
 
 
 def _tree_cpu_s(services: Services) -> float:
@@ -167,6 +173,7 @@ async def one_run(
         # Steady rounds are observed 30 s apart up to now: the first round is the oldest.
         first_at = time.time() - ROUND_S * rounds if kind == "steady" else time.time()
         messages = _heartbeats(clusters, observed_at=first_at)
+        idle_per_s = 0.0
         cpu_before = _tree_cpu_s(services)
         start = time.perf_counter()
         await produce_all(bootstrap, prefix + HEARTBEATS.name, messages)
@@ -191,6 +198,7 @@ async def one_run(
                 for message in _heartbeats(clusters, observed_at=first_at + ROUND_S * round_, round_=round_)
             ]
             heartbeats = len(steady)
+            idle_per_s = await _idle_cpu_per_s(services)
             cpu_before = _tree_cpu_s(services)
             start = time.perf_counter()
             await produce_all(bootstrap, prefix + HEARTBEATS.name, steady)
@@ -205,6 +213,7 @@ async def one_run(
             services.check()
         wall = last - start
         cpu = _tree_cpu_s(services) - cpu_before
+        net_ms = (cpu - idle_per_s * wall) / heartbeats * 1000 if kind == "steady" else float("nan")
     finally:
         services.stop_all()
         await readiness.stop()
@@ -220,7 +229,16 @@ async def one_run(
         cpu_per_heartbeat_ms=cpu / heartbeats * 1000,
         group_stable_s=stable_s,
         load=f"{load_before} before, {load_average()} after",
+        idle_cpu_per_s=idle_per_s,
+        net_cpu_per_heartbeat_ms=net_ms,
     )
+
+
+async def _idle_cpu_per_s(services: Services, seconds: float = IDLE_S) -> float:
+    """The workers' CPU a second over `seconds` with nothing to do (every heartbeat committed)."""
+    cpu, start = _tree_cpu_s(services), time.perf_counter()
+    await asyncio.sleep(seconds)
+    return (_tree_cpu_s(services) - cpu) / (time.perf_counter() - start)
 
 
 async def measure_async(

@@ -78,3 +78,15 @@ def test_the_targets_table_judges_the_monitor_cpu_limits() -> None:
         ("monitor CPU per first heartbeat (a readiness change) <= 250 µs", True),
         ("monitor CPU per heartbeat at 4 workers <= 1.2x of 1", False),
     ]
+
+
+def test_a_steady_run_that_measured_its_idle_cost_shows_the_figure_without_it_beside_the_judged_one() -> None:
+    """The run's wall time includes faust's commit interval, while the worker idles at a fixed CPU
+    cost: the figure without it is shown, the limit still judges the whole figure."""
+    steady = [{**_run(1, 0.06, kind="steady"), "idle_cpu_per_s": 0.012, "net_cpu_per_heartbeat_ms": 0.048}]
+    lines = health_cost_lines(FIRST, steady)
+    header = lines.index("| figure | limit | measured | result |")
+    assert lines[header + 2] == (
+        "| monitor CPU per heartbeat that changes nothing | <= 50 µs | 60 µs at 1 worker (a core would carry "
+        "16,667/s); 48 µs without its idle cost (12 ms of CPU a second idle, judged on the whole figure) | **missed** |"
+    )
