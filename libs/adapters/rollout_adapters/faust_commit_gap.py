@@ -27,6 +27,20 @@ still handing over records it fetched before it, faust takes the next of those a
 new read offset, records the offsets in between as skipped and commits over them: the partition
 commits again, but those heartbeats are not judged (each cluster's next heartbeat stands in for
 its skipped one, as after any lost heartbeat).
+
+Two of faust's steps had to be mended for this to hold:
+- A commit takes the partition's oldest run of acknowledged offsets out of its bookkeeping
+  (`_new_offset`) before it commits them, and between the two waits for the producer's flush:
+  seconds when the producer's buffer is full. Seen from another commit meanwhile, the partition
+  looked exactly like one with offsets never acknowledged. Such a partition is never rewound
+  while a commit is in flight.
+- faust counts the offsets its fetcher skipped (`_gap`) as acknowledged by adding them to the
+  acknowledged ones, without looking whether they are there already. After a rewind that raced a
+  fetch, the skipped range holds offsets the agent had acknowledged, and each of those was then
+  counted twice. A doubled offset ends faust's first run of consecutive offsets, so each commit
+  moved the partition on by one offset: about one record every 2.8 s for a partition thousands
+  behind (a steady benchmark run of 136,000 heartbeats never finished). The skipped offsets are
+  now added just before faust looks for that run, each offset once.
 """
 
 from __future__ import annotations
@@ -40,8 +54,9 @@ from faust.transport.consumer import Consumer
 
 log = logging.getLogger(__name__)
 
-# faust's own method, as imported before `install` wraps it.
+# faust's own methods, as imported before `install` wraps them.
 FAUST_COMMIT: Any = Consumer.commit
+FAUST_FILTER_COMMITTABLE: Any = Consumer._filter_committable_offsets
 # A partition read again from an offset is not sought back there again before this: the records
 # already queued for the agent come first, and a busy agent may take several commit intervals to
 # reach the ones read again.
@@ -72,6 +87,10 @@ async def rewind_stuck(consumer: Any) -> None:
     """Seek each partition faust will not commit again back to its committed offset."""
     if not consumer.flow_active:
         return  # a rebalance: its recovery seeks every partition to its committed offset anyway
+    if consumer._commit_fut is not None:
+        # faust's commit in flight took its offsets out of `_acked` and has not yet raised the
+        # committed offset past them: no partition can be told stuck until it has
+        return
     rewound = _rewound.setdefault(consumer, {})
     now = time.monotonic()
     for tp, (committed, oldest) in stuck_partitions(consumer).items():
@@ -96,6 +115,33 @@ async def rewind_stuck(consumer: Any) -> None:
             rewound.pop(tp, None)
 
 
+def count_skipped_once(consumer: Any, tp: Any) -> None:
+    """Add the offsets faust's fetcher skipped below the highest acknowledged one to the acknowledged
+    ones, as faust's `_new_offset` does, but each offset once, and take them out of `_gap`."""
+    acked = consumer._acked.get(tp)
+    gap = consumer._gap.get(tp)
+    if not (acked and gap):
+        return
+    skipped = gap.overlap(0, max(acked))
+    if not skipped:
+        return
+    offsets = set(acked)
+    end = max(acked) + 1
+    for interval in skipped:
+        offsets.update(range(interval.begin, interval.end))
+        end = max(end, interval.end)
+    acked[:] = sorted(offsets)
+    gap.chop(0, end)
+
+
+def _filter_committable_offsets(self: Any, tps: Any) -> Any:
+    # synchronous from here to faust's `_new_offset`: no fetch can add a gap in between
+    tps = list(tps)
+    for tp in tps:
+        count_skipped_once(self, tp)
+    return FAUST_FILTER_COMMITTABLE(self, tps)
+
+
 async def _commit(self: Any, topics: Any = None, start_new_transaction: bool = True) -> bool:
     await rewind_stuck(self)
     committed: bool = await FAUST_COMMIT(self, topics, start_new_transaction)
@@ -103,9 +149,19 @@ async def _commit(self: Any, topics: Any = None, start_new_transaction: bool = T
 
 
 def install() -> None:
-    """Make every faust consumer of this process read a partition it stopped committing again."""
+    """Make every faust consumer of this process read a partition it stopped committing again, and
+    count each offset its fetcher skipped once."""
     if Consumer.commit is FAUST_COMMIT:
         Consumer.commit = _commit  # type: ignore[method-assign]
+    if Consumer._filter_committable_offsets is FAUST_FILTER_COMMITTABLE:
+        Consumer._filter_committable_offsets = _filter_committable_offsets  # type: ignore[method-assign]
 
 
-__all__ = ["FAUST_COMMIT", "install", "rewind_stuck", "stuck_partitions"]
+__all__ = [
+    "FAUST_COMMIT",
+    "FAUST_FILTER_COMMITTABLE",
+    "count_skipped_once",
+    "install",
+    "rewind_stuck",
+    "stuck_partitions",
+]
