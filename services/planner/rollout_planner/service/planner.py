@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 
 from rollout_adapters.dead_letter_metrics import DeadLetterMetrics
 from rollout_adapters.read_topics import check_read_topics
@@ -40,6 +40,7 @@ from rollout_planner.service.intake import INPUT_TOPICS, Intake, in_decision_ord
 from rollout_planner.service.leadership import LeaseLostError
 from rollout_planner.service.lease_keeper import PlannerLease
 from rollout_planner.service.metrics import PlannerMetrics
+from rollout_planner.service.offset_commits import BackgroundCommits
 from rollout_planner.service.outbox import Outbox
 from rollout_planner.service.publish_path import PublishPath
 from rollout_planner.service.quarantine import Decide, describe
@@ -87,8 +88,7 @@ class Planner:
         self._decision = self._batch_decision()
         self._set_aside = self._new_set_aside()
         self._consumer: Consumer | None = None
-        self._committing: asyncio.Task[None] | None = None  # the offset commit in flight
-        self._to_commit: dict[tuple[str, int], Record] = {}  # per partition, the last record taken since
+        self._commits: BackgroundCommits | None = None  # the consumer's
         self.ready = False
         self.lease = lease or self._new_lease()
         self._new_term()
@@ -169,6 +169,7 @@ class Planner:
             group=self._settings.group(self._settings.planner_group),
             start_at=self._checkpointed_offset,
         )
+        self._commits = BackgroundCommits(self._consumer)
         self.ready = True
         log.info("planner started", extra={"batch": self.checkpoint.batch, "wake_at": self.checkpoint.wake_at})
         return True
@@ -212,10 +213,11 @@ class Planner:
         self.ready = False
         await self.lease.stop_renewing()
         if self._consumer is not None:
-            await self._drop_commit()
+            if self._commits is not None:
+                await self._commits.drop()
             with contextlib.suppress(TransientError, PermanentError):
                 await self._consumer.close()
-            self._consumer = None
+            self._consumer, self._commits = None, None
         self.lease = self._new_lease(owner=self.lease.owner)
         self._new_term()
 
@@ -281,9 +283,10 @@ class Planner:
     async def close(self) -> None:
         self.ready = False
         if self._consumer is not None:
-            await self._commits_settled_or_dropped()
+            if self._commits is not None:
+                await self._commits.settled_within(COMMIT_ON_CLOSE_S)
             await self._consumer.close()
-            self._consumer = None
+            self._consumer, self._commits = None, None
         await self.lease.release()
 
     # -- the poll loop -------------------------------------------------------------------
@@ -307,7 +310,8 @@ class Planner:
             await self._status_if_behind()
             return 0
         await self._handle(taken, now=now, due=due)
-        self._commit(taken.records)
+        if self._commits is not None:
+            self._commits.take(taken.records)
         return len(taken.records)
 
     async def _poll(self, timeout_s: float) -> list[Record] | None:
@@ -433,45 +437,10 @@ class Planner:
     async def _write_snapshot(self) -> None:
         await self._durable.write_snapshot(self.state, self.checkpoint, also=self._publish_path.take_mark())
 
-    def _commit(self, records: Sequence[Record]) -> None:
-        """Commit the batch's offsets in the background: nothing waits for it. An offset commit is a
-        round trip to the group coordinator (10 ms and more on Kafka 4, which lingers to batch
-        them) and only saves redelivering records the checkpoint already skips. One commit is in
-        flight at a time; what the batches after it took goes in the next one, in offset order."""
-        for record in records:
-            held = self._to_commit.get((record.topic, record.partition))
-            if held is None or record.offset > held.offset:
-                self._to_commit[(record.topic, record.partition)] = record
-        if self._to_commit and self._consumer is not None and (self._committing is None or self._committing.done()):
-            self._committing = asyncio.create_task(self._commit_pending(self._consumer))
-
-    async def _commit_pending(self, consumer: Consumer) -> None:
-        while self._to_commit:
-            records, self._to_commit = list(self._to_commit.values()), {}
-            await _committed(consumer, records)
-
     async def commits_settled(self) -> None:
         """Until every batch's offsets have been committed (or the commit failed: harmless)."""
-        task, self._committing = self._committing, None
-        if task is not None:
-            await task
-
-    async def _commits_settled_or_dropped(self) -> None:
-        """The last commit, given `COMMIT_ON_CLOSE_S` (a broker that is down must not hold a stop)."""
-        task = self._committing
-        if task is not None:
-            await asyncio.wait({task}, timeout=COMMIT_ON_CLOSE_S)
-        await self._drop_commit()
-
-    async def _drop_commit(self) -> None:
-        """A commit still in flight is given up (the consumer is closing): the records come again
-        and are skipped by the stored offsets."""
-        task, self._committing, self._to_commit = self._committing, None, {}
-        if task is not None and not task.done():
-            task.cancel()
-        if task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if self._commits is not None:
+            await self._commits.settled()
 
     def _poll_timeout(self) -> float:
         timeout = self._settings.poll_timeout_s
@@ -479,14 +448,6 @@ class Planner:
             timeout = min(timeout, self._clock.wall_seconds_until(self.checkpoint.wake_at))
         # A zero timeout still returns records already fetched, and lets a due timer fire now.
         return max(timeout, 0.0)
-
-
-async def _committed(consumer: Consumer, records: Sequence[Record]) -> None:
-    try:
-        await consumer.commit(records)
-    except (TransientError, PermanentError) as exc:
-        # Harmless: the records come again and are skipped by the stored offsets.
-        log.warning("offset commit failed; the records will be skipped when redelivered", extra={"error": str(exc)})
 
 
 __all__ = ["InitialState", "Planner"]
