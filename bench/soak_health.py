@@ -22,9 +22,12 @@ Figures, each p50 / p99 / max in seconds:
 - decision lag: a readiness record to the planner's group committing past it, which it does only
   after deciding on it and persisting the decision (BUS-6); sampled every `SAMPLE_EVERY_S`.
 
-False stale: stale marks ("stale: ...") of a cluster whose last heartbeat was produced less than
-the staleness limit before the mark. Every cluster beats every `--interval` seconds, well within
-the limit, so any stale mark during the run is a false one; the limit is 0.
+False stale: stale marks ("stale: ...") of a cluster whose newest heartbeat produced by the time
+the mark speaks of (its `observedAt`: a worker behind on its partitions judges silence as of the
+time it has read them to) was produced less than the staleness limit before it. The limit is 0.
+Every cluster beats every `--interval` seconds during the run, well within the limit; the
+first heartbeats were sent before the warm-up, which may outlast the limit, so a cluster silent
+since then until the run's first round reaches it is marked stale truly.
 
     python -m bench.soak_health --rate 10000 --seconds 300 --workers 4 --json
 """
@@ -151,7 +154,8 @@ class _Tracker:
     """What the measuring tasks share: send times, readiness seen, and the lags found."""
 
     flips: dict[str, float] = field(default_factory=dict)  # cluster -> when its flip was produced
-    last_beat: dict[str, float] = field(default_factory=dict)  # cluster -> its last heartbeat's production
+    # cluster -> when its newest few heartbeats were produced, oldest first
+    beats_of: dict[str, list[float]] = field(default_factory=dict)
     # heartbeats partition -> (offset, produced at) not yet committed by the monitors
     beats: dict[int, collections.deque[tuple[int, float]]] = field(
         default_factory=lambda: collections.defaultdict(collections.deque)
@@ -168,6 +172,12 @@ class _Tracker:
     false_stale: int = 0
     sent: int = 0
     flips_sent: int = 0
+
+    def beat(self, cluster: str, at: float) -> None:
+        beats = self.beats_of.setdefault(cluster, [])
+        beats.append(at)
+        if len(beats) > 3:
+            del beats[0]
 
 
 def cluster_name(i: int) -> str:
@@ -235,7 +245,7 @@ async def _produce(
             if flip:
                 tracker.flips[name] = at
                 tracker.flips_sent += 1
-            tracker.last_beat[name] = at
+            tracker.beat(name, at)
             future = await producer.send(topic, value, key=key, headers=headers)
             future.add_done_callback(sent_at(at))
             pending.append(future)
@@ -270,7 +280,9 @@ def _readiness_record(tracker: _Tracker, body: dict[str, Any], partition: int, o
     cluster = body["cluster"]
     if (body.get("reason") or "").startswith("stale"):
         tracker.stale_marks += 1
-        if at - tracker.last_beat.get(cluster, float("-inf")) < STALENESS_LIMIT_S:
+        judged_at = body.get("observedAt") or at
+        produced = [beat for beat in tracker.beats_of.get(cluster, ()) if beat <= judged_at]
+        if produced and judged_at - produced[-1] < STALENESS_LIMIT_S:
             tracker.false_stale += 1
         return
     flipped = tracker.flips.pop(cluster, None)
@@ -318,7 +330,7 @@ async def _read_known(bootstrap: str, topic: str, known: set[str]) -> None:
         await consumer.stop()
 
 
-async def _warm_up(producer: AIOKafkaProducer, setup: _Setup, clusters: int) -> None:
+async def _warm_up(producer: AIOKafkaProducer, setup: _Setup, tracker: _Tracker, clusters: int) -> None:
     """Every cluster's first heartbeat, until each one's readiness is on its topic. Counted by
     cluster, not by record: a stall lets the monitors mark clusters stale, and those marks are
     readiness records too."""
@@ -326,6 +338,7 @@ async def _warm_up(producer: AIOKafkaProducer, setup: _Setup, clusters: int) -> 
     pending = []
     for i in range(clusters):
         key, value, headers = _heartbeat(cluster_name(i), ready=True, event_id=f"soak-first-{i}")
+        tracker.beat(cluster_name(i), time.time())
         pending.append(await producer.send(topic, value, key=key, headers=headers))
         if len(pending) >= 5000:
             await asyncio.gather(*pending)
@@ -450,7 +463,7 @@ async def run_async(
         await _groups_formed(setup, workers=workers)
         await producer.start()
         warm_started = time.monotonic()
-        await _warm_up(producer, setup, clusters)
+        await _warm_up(producer, setup, tracker, clusters)
         await _start_rollout(producer, setup)
         warm_up_s = time.monotonic() - warm_started
 

@@ -16,7 +16,7 @@ from bench.soak_health_waits import Progress  # noqa: E402
 
 def test_a_stale_mark_of_a_cluster_beating_within_the_limit_is_false() -> None:
     """GATE-1: a cluster whose last heartbeat is 10 s old when marked stale (limit 90 s) was beating."""
-    tracker = _Tracker(last_beat={"h-0000001": 1000.0, "h-0000002": 900.0})
+    tracker = _Tracker(beats_of={"h-0000001": [1000.0], "h-0000002": [900.0]})
     _readiness_record(
         tracker, {"cluster": "h-0000001", "ready": False, "reason": "stale: no heartbeat for 95 s"}, 0, 7, 1_010_000
     )
@@ -27,6 +27,23 @@ def test_a_stale_mark_of_a_cluster_beating_within_the_limit_is_false() -> None:
     )
     assert (tracker.stale_marks, tracker.false_stale, tracker.changes_seen) == (2, 1, 0)
     assert {p: list(records) for p, records in tracker.readiness.items()} == {0: [(7, 1010.0)], 1: [(3, 1010.0)]}
+
+
+def test_a_stale_mark_is_judged_as_of_the_time_it_speaks_of() -> None:
+    """A worker 30 s behind marks at 1130 a cluster silent as of 1100 (observedAt), its heartbeats at
+    900 and 1110: silent 200 s at 1100, so the mark is true though a heartbeat came before it was
+    published. One that beat at 1050 was beating at 1100: false."""
+    tracker = _Tracker()
+    for at in (800.0, 900.0, 1110.0):
+        tracker.beat("h-0000001", at)
+    tracker.beat("h-0000002", 1050.0)
+    assert tracker.beats_of["h-0000001"] == [800.0, 900.0, 1110.0]
+    tracker.beat("h-0000001", 1140.0)
+    assert tracker.beats_of["h-0000001"] == [900.0, 1110.0, 1140.0]  # the newest three
+    for cluster in ("h-0000001", "h-0000002"):
+        body = {"cluster": cluster, "ready": False, "reason": "stale: no heartbeat", "observedAt": 1100.0}
+        _readiness_record(tracker, body, 0, 1, 1_130_000)
+    assert (tracker.stale_marks, tracker.false_stale) == (2, 1)
 
 
 def test_a_readiness_change_is_timed_from_its_heartbeat_once() -> None:

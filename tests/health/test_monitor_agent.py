@@ -10,6 +10,7 @@ from typing import Any
 
 import faust
 import pytest
+from faust.types import TP
 
 from rollout_common.commands import Notice, StageAdvance
 from rollout_common.envelope import decode, encode
@@ -466,3 +467,48 @@ async def test_after_a_revocation_a_cluster_is_judged_from_its_row_plus_the_chec
             clock.now = 1150.0
             [stale] = await made.check_staleness()
         assert (stale.cluster, stale.reason) == ("c1", "stale: no heartbeat for 150 s")
+
+
+async def test_bus7_a_worker_behind_does_not_call_stale_a_cluster_whose_heartbeat_waits_in_its_backlog(
+    monitor: HealthMonitor, outbox: RecordingOutbox, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21: the worker owns heartbeat partition 0 and has judged offsets 0 and 1 (c1 at 1000,
+    c2 at 1010) of five: c1's next heartbeat may be among offsets 2 to 4. At 1035 (limit 30 s) it
+    judges silence as of 1010, the newest record it has read: c1 has been silent 10 s, not 35. Read
+    to the end, it judges as of now (the next test). Never more than the limit behind: with the
+    backlog unread at 1100, silence is judged as of 1070."""
+    monkeypatch.setattr(monitor.app.consumer, "highwater", lambda tp: 5)
+    topic = monitor.heartbeats.get_topic_name()
+    raw = raw_channel(monitor)
+    async with monitor.agent.test_context(channel=raw) as agent:
+        await monitor.app.on_partitions_assigned.send({TP(topic, 0), TP("other", 0)})
+        for cluster, at in (("c1", 1000.0), ("c2", 1010.0)):
+            value, headers = _heartbeat(cluster, True, at)
+            await agent.put(value, key=cluster.encode(), headers=headers, timestamp=at)
+        clock.now = 1035.0
+        assert await monitor.check_staleness() == []
+        assert _sample(monitor, "rollout_health_judged_behind_seconds") == 25.0
+        clock.now = 1100.0
+        stale = await monitor.check_staleness()
+        assert [(r.cluster, r.reason, r.observed_at) for r in stale] == [
+            ("c1", "stale: no heartbeat for 70 s", 1070.0),
+            ("c2", "stale: no heartbeat for 60 s", 1070.0),
+        ]
+        assert _sample(monitor, "rollout_health_judged_behind_seconds") == 30.0
+
+
+async def test_bus7_a_worker_read_to_the_end_judges_silence_now(
+    monitor: HealthMonitor, outbox: RecordingOutbox, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(monitor.app.consumer, "highwater", lambda tp: 2)
+    topic = monitor.heartbeats.get_topic_name()
+    raw = raw_channel(monitor)
+    async with monitor.agent.test_context(channel=raw) as agent:
+        await monitor.app.on_partitions_assigned.send({TP(topic, 0)})
+        for cluster, at in (("c1", 1000.0), ("c2", 1010.0)):
+            value, headers = _heartbeat(cluster, True, at)
+            await agent.put(value, key=cluster.encode(), headers=headers, timestamp=at)
+        clock.now = 1035.0
+        stale = await monitor.check_staleness()
+    assert [(r.cluster, r.reason, r.observed_at) for r in stale] == [("c1", "stale: no heartbeat for 35 s", 1035.0)]
+    assert _sample(monitor, "rollout_health_judged_behind_seconds") == 0.0

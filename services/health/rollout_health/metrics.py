@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from rollout_adapters.dead_letter_metrics import DeadLetterMetrics
 
@@ -38,6 +38,12 @@ class HealthMetrics:
         self.stale_marks = Counter(
             "rollout_health_stale_marks",
             "Clusters the monitor marked not ready because their heartbeats stopped",
+            registry=self.registry,
+        )
+        self.judged_behind = Gauge(
+            "rollout_health_judged_behind_seconds",
+            "How far behind now the worker judged silences at its last staleness check: its backlog on the "
+            "heartbeat partition furthest behind, at most staleness_limit_s (0: read to the end)",
             registry=self.registry,
         )
         self.rows_expired = Counter(

@@ -13,7 +13,9 @@
 - Table `cluster-health`: {ready, last_seen, last_published, the versions last published} per
   cluster, changelog-backed in Kafka, so a restarted monitor neither forgets nor re-announces what it published.
 - Timer: every `check_interval_s`, a cluster silent for `staleness_limit_s` is published not
-  ready ("stale: no heartbeat for N s"); one silent for `row_expiry_s` loses its row. A cluster
+  ready ("stale: no heartbeat for N s"); one silent for `row_expiry_s` loses its row. Silence is
+  counted up to the time this worker has read its partitions to (`read_through`): a worker behind
+  does not call stale a cluster whose heartbeat waits in its backlog. A cluster
   this worker has not heard from since it took
   the partition may have been seen by the previous owner up to `checkpoint_interval_s` after its
   row's time (a row is checkpointed, and an offset is committed only once the heartbeats before it
@@ -39,7 +41,7 @@ from functools import partial
 from typing import Any, cast
 
 import faust
-from faust.types import Message
+from faust.types import TP, Message
 from mode import ServiceT
 
 from rollout_adapters import faust_message_dispatch, faust_uncommitted_seek, kafka_fetcher_close, kafka_records
@@ -60,6 +62,7 @@ from rollout_health.in_flight import InFlight
 from rollout_health.metrics import HealthMetrics
 from rollout_health.outbox import FaustOutbox, Outbox
 from rollout_health.partition_check import TABLE_NAME
+from rollout_health.read_through import PartitionRead, judged_until
 from rollout_health.settings import MonitorSettings
 
 log = logging.getLogger(__name__)
@@ -177,7 +180,13 @@ class HealthMonitor:
         # partitions are revoked: another worker may own them, and see newer heartbeats, meanwhile.
         self._known: dict[str, ClusterHealth] = {}
         self._seen: dict[str, float] = {}
+        # How far this worker has judged each heartbeat partition it owns (`read_through`): the
+        # partitions from faust's assignment, and per partition the last offset judged and the
+        # newest record time, since it was assigned.
+        self._owned: set[TP] = set()
+        self._judged: dict[int, tuple[int, float]] = {}
         self.app.on_partitions_revoked.connect(self._forget_owned)
+        self.app.on_partitions_assigned.connect(self._note_owned)
         self.agent = self.app.agent(self.heartbeats, name="heartbeats", concurrency=1)(self._process)
         self.app.timer(settings.check_interval_s, name="staleness")(self.check_staleness)
 
@@ -185,8 +194,9 @@ class HealthMonitor:
         """The topics, the table, and the heartbeats' way to the agent (`heartbeat_inbox`)."""
         prefix = settings.topic_prefix
         partitions = settings.partitions(HEARTBEATS)
+        self._heartbeats_topic = prefix + HEARTBEATS.name
         self.heartbeats = self.app.topic(
-            prefix + HEARTBEATS.name, key_serializer="raw", value_serializer="raw", partitions=partitions
+            self._heartbeats_topic, key_serializer="raw", value_serializer="raw", partitions=partitions
         )
         self._inbox = HeartbeatInbox(self.app, topic=prefix + HEARTBEATS.name, batch_max=settings.batch_max_records)
         self._inbox.install()
@@ -249,12 +259,24 @@ class HealthMonitor:
             headers=_header_map(message.headers),
             timestamp_ms=int(message.timestamp * 1000),
         )
-        return await self.on_record(record, finished=finished)
+        judged = await self.on_record(record, finished=finished)
+        newest = self._judged.get(message.partition)
+        self._judged[message.partition] = (
+            message.offset,
+            message.timestamp if newest is None else max(newest[1], message.timestamp),
+        )
+        return judged
 
     async def _forget_owned(self, _sender: Any, /, *_: Any, signal: Any, **__: Any) -> None:
         self._inbox.reset()
         self._known.clear()
         self._seen.clear()
+        self._owned = set()
+        self._judged.clear()
+
+    async def _note_owned(self, _sender: Any, /, *args: Any, signal: Any, **__: Any) -> None:
+        (assigned,) = args  # faust's whole new assignment
+        self._owned = {tp for tp in assigned if tp.topic == self._heartbeats_topic}
 
     async def on_record(self, record: Record, *, finished: Callable[[], object] = lambda: None) -> Readiness | None:
         """The record judged, its readiness (if any) queued, and its row scheduled. Publishing stays
@@ -332,7 +354,7 @@ class HealthMonitor:
         return cluster, previous, state, readiness
 
     async def check_staleness(self) -> list[Readiness]:
-        now = self._clock()
+        now = self._read_through(self._clock())
         published: list[Readiness] = []
         self._ticks += 1
         for cluster, row in list(self.table.items()):
@@ -351,6 +373,24 @@ class HealthMonitor:
             elif current.last_published is not None and self._republish_due(cluster):
                 published.append(await self._say_again(cluster, current))
         return published
+
+    def _read_through(self, now: float) -> float:
+        """The time up to which this worker has read its heartbeat partitions (`read_through`)."""
+        consumer: Any = self.app.consumer  # faust's, whose committed offsets are not in ConsumerT
+        reads = []
+        for tp in self._owned:
+            judged = self._judged.get(tp.partition)
+            started_at = consumer._committed_offset.get(tp) or 0  # where faust began reading it
+            reads.append(
+                PartitionRead(
+                    next_offset=started_at if judged is None else judged[0] + 1,
+                    highwater=consumer.highwater(tp),
+                    newest_at=None if judged is None else judged[1],
+                )
+            )
+        read_to = judged_until(now, reads, most_behind_s=self._settings.staleness_limit_s)
+        self.metrics.judged_behind.set(now - read_to)
+        return read_to
 
     def _silence_due(self, cluster: str, row: Mapping[str, Any], *, now: float) -> tuple[ClusterHealth, float] | None:
         """The cluster's row (with its newest heartbeat's time) and its grace, when its silence or its
