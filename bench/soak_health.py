@@ -8,8 +8,10 @@ for `--seconds`. One heartbeat in `--flip-every` says the opposite of its cluste
 the monitors turn it into a readiness change; every other heartbeat changes nothing.
 
 Before the clock starts every cluster's first heartbeat is sent and turned into readiness, and
-the release target starts the rollout (its first stage-advance is awaited): the run measures a
-fleet that is already known, at rest but for the flips. The monitors republish nothing
+the release target starts the rollout (its first stage-advance is awaited), the fleet beating
+round robin at `--rate` all the while (no flips): the run measures a fleet that is already known,
+at rest but for the flips. What the monitors have not read of those heartbeats when the clock
+starts is their backlog, and counts in the heartbeat lag. The monitors republish nothing
 (`republish_interval_s` 0), so every readiness record is a change or a stale mark.
 
 Figures, each p50 / p99 / max in seconds:
@@ -25,9 +27,7 @@ Figures, each p50 / p99 / max in seconds:
 False stale: stale marks ("stale: ...") of a cluster whose newest heartbeat produced by the time
 the mark speaks of (its `observedAt`: a worker behind on its partitions judges silence as of the
 time it has read them to) was produced less than the staleness limit before it. The limit is 0.
-Every cluster beats every `--interval` seconds during the run, well within the limit; the
-first heartbeats were sent before the warm-up, which may outlast the limit, so a cluster silent
-since then until the run's first round reaches it is marked stale truly.
+Every cluster beats every `--interval` seconds, well within the limit.
 
     python -m bench.soak_health --rate 10000 --seconds 300 --workers 4 --json
 """
@@ -35,10 +35,12 @@ since then until the run's first round reaches it is marked stale truly.
 from __future__ import annotations
 
 import argparse
+import array
 import asyncio
 import collections
 import datetime as dt
 import json
+import math
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -62,6 +64,9 @@ from rollout_common.topics.catalog import HEARTBEATS, READINESS, RELEASE_TARGETS
 OLD = "1.30.5-gke.1000"
 NEW = "1.31.13-gke.1023000"
 STALENESS_LIMIT_S = 90.0  # the monitor's default
+# Heartbeats remembered per cluster for judging a stale mark: 16 at a 30 s interval reach 8 minutes
+# back, more than a worker ever judges behind (the staleness limit) plus the readiness lag.
+BEATS_KEPT = 16
 SAMPLE_EVERY_S = 0.2
 TICK_S = 0.02  # the producer tops up its budget this often
 LIMIT_READINESS_P99_S = 2.0  # issue 21's limit at 10,000 heartbeats/s
@@ -147,6 +152,7 @@ class SoakHealthResult:
     load: str
     # where the run stood when the drain ran out ("" when it drained): which side stopped
     stalled: str = ""
+    readiness_changes_absorbed: int = 0  # flips to not ready of a cluster a stale mark made not ready
 
 
 @dataclass
@@ -154,8 +160,9 @@ class _Tracker:
     """What the measuring tasks share: send times, readiness seen, and the lags found."""
 
     flips: dict[str, float] = field(default_factory=dict)  # cluster -> when its flip was produced
-    # cluster -> when its newest few heartbeats were produced, oldest first
-    beats_of: dict[str, list[float]] = field(default_factory=dict)
+    flips_to_not_ready: set[str] = field(default_factory=set)  # of those flips, the ones to not ready
+    # cluster -> when its newest heartbeats were produced (`BEATS_KEPT`), oldest first
+    beats_of: dict[str, array.array[float]] = field(default_factory=dict)
     # heartbeats partition -> (offset, produced at) not yet committed by the monitors
     beats: dict[int, collections.deque[tuple[int, float]]] = field(
         default_factory=lambda: collections.defaultdict(collections.deque)
@@ -173,11 +180,23 @@ class _Tracker:
     sent: int = 0
     flips_sent: int = 0
 
+    flips_absorbed: int = 0  # flips to not ready that a stale mark of their cluster made moot
+
     def beat(self, cluster: str, at: float) -> None:
-        beats = self.beats_of.setdefault(cluster, [])
+        beats = self.beats_of.get(cluster)
+        if beats is None:
+            beats = self.beats_of[cluster] = array.array("d")
         beats.append(at)
-        if len(beats) > 3:
+        if len(beats) > BEATS_KEPT:
             del beats[0]
+
+    def flip(self, cluster: str, at: float, *, ready: bool) -> None:
+        self.flips[cluster] = at
+        self.flips_sent += 1
+        if ready:
+            self.flips_to_not_ready.discard(cluster)
+        else:
+            self.flips_to_not_ready.add(cluster)
 
 
 def cluster_name(i: int) -> str:
@@ -219,10 +238,12 @@ async def _produce(
     seconds: float,
     flip_every: int,
 ) -> float:
-    """Heartbeats at `rate` for `seconds`, round robin over the fleet; returns the seconds taken."""
+    """Heartbeats at `rate` for `seconds`, round robin over the fleet from where the last call left
+    it; one in `flip_every` (0: none) flips its cluster's readiness. Returns the seconds taken."""
     ready = [True] * clusters
     pending: list[asyncio.Future[Any]] = []
     started = time.monotonic()
+    sent_before = tracker.sent
 
     def sent_at(at: float) -> Any:
         def record(future: asyncio.Future[Any]) -> None:
@@ -233,18 +254,17 @@ async def _produce(
         return record
 
     while (elapsed := time.monotonic() - started) < seconds:
-        for _ in range(int(elapsed * rate) - tracker.sent):
+        for _ in range(int(elapsed * rate) - (tracker.sent - sent_before)):
             index = tracker.sent % clusters
             name = cluster_name(index)
             tracker.sent += 1
-            flip = tracker.sent % flip_every == 0
+            flip = flip_every > 0 and tracker.sent % flip_every == 0
             if flip:
                 ready[index] = not ready[index]
             key, value, headers = _heartbeat(name, ready=ready[index], event_id=f"soak-{tracker.sent}")
             at = time.time()
             if flip:
-                tracker.flips[name] = at
-                tracker.flips_sent += 1
+                tracker.flip(name, at, ready=ready[index])
             tracker.beat(name, at)
             future = await producer.send(topic, value, key=key, headers=headers)
             future.add_done_callback(sent_at(at))
@@ -284,8 +304,13 @@ def _readiness_record(tracker: _Tracker, body: dict[str, Any], partition: int, o
         produced = [beat for beat in tracker.beats_of.get(cluster, ()) if beat <= judged_at]
         if produced and judged_at - produced[-1] < STALENESS_LIMIT_S:
             tracker.false_stale += 1
+        if cluster in tracker.flips_to_not_ready and tracker.flips.pop(cluster, None) is not None:
+            # the cluster is not ready already: its flip to not ready will change nothing
+            tracker.flips_to_not_ready.discard(cluster)
+            tracker.flips_absorbed += 1
         return
     flipped = tracker.flips.pop(cluster, None)
+    tracker.flips_to_not_ready.discard(cluster)
     if flipped is not None:
         tracker.changes_seen += 1
         tracker.readiness_lags.append(at - flipped)
@@ -330,10 +355,8 @@ async def _read_known(bootstrap: str, topic: str, known: set[str]) -> None:
         await consumer.stop()
 
 
-async def _warm_up(producer: AIOKafkaProducer, setup: _Setup, tracker: _Tracker, clusters: int) -> None:
-    """Every cluster's first heartbeat, until each one's readiness is on its topic. Counted by
-    cluster, not by record: a stall lets the monitors mark clusters stale, and those marks are
-    readiness records too."""
+async def _first_heartbeats(producer: AIOKafkaProducer, setup: _Setup, tracker: _Tracker, clusters: int) -> None:
+    """Every cluster's first heartbeat, as fast as the producer goes."""
     topic = setup.prefix + HEARTBEATS.name
     pending = []
     for i in range(clusters):
@@ -344,6 +367,11 @@ async def _warm_up(producer: AIOKafkaProducer, setup: _Setup, tracker: _Tracker,
             await asyncio.gather(*pending)
             pending.clear()
     await asyncio.gather(*pending)
+
+
+async def _all_known(setup: _Setup, clusters: int) -> None:
+    """Until each cluster's readiness is on its topic. Counted by cluster, not by record: a stall
+    lets the monitors mark clusters stale, and those marks are readiness records too."""
     known: set[str] = set()
     reader = asyncio.create_task(_read_known(setup.bootstrap, setup.prefix + READINESS.name, known))
 
@@ -463,9 +491,28 @@ async def run_async(
         await _groups_formed(setup, workers=workers)
         await producer.start()
         warm_started = time.monotonic()
-        await _warm_up(producer, setup, tracker, clusters)
-        await _start_rollout(producer, setup)
+        await _first_heartbeats(producer, setup, tracker, clusters)
+        # The fleet keeps beating while the monitors learn it, no flips: a cluster silent from its
+        # first heartbeat until the run's first round reached it would be stale, truly.
+        keep_beating = asyncio.create_task(
+            _produce(
+                producer,
+                prefix + HEARTBEATS.name,
+                tracker,
+                clusters=clusters,
+                rate=rate,
+                seconds=math.inf,
+                flip_every=0,
+            )
+        )
+        try:
+            await _all_known(setup, clusters)
+            await _start_rollout(producer, setup)
+        finally:
+            keep_beating.cancel()
+            await asyncio.gather(keep_beating, return_exceptions=True)
         warm_up_s = time.monotonic() - warm_started
+        sent_before = tracker.sent
 
         readiness_from = await end_offsets(bootstrap, prefix + READINESS.name, READINESS.partitions)
         tasks.append(
@@ -517,10 +564,11 @@ async def run_async(
         workers=workers,
         partitions=partitions,
         flip_every=flip_every,
-        produced=tracker.sent,
-        produced_rate=round(tracker.sent / took_s, 1),
+        produced=tracker.sent - sent_before,
+        produced_rate=round((tracker.sent - sent_before) / took_s, 1),
         readiness_changes_sent=tracker.flips_sent,
         readiness_changes_seen=tracker.changes_seen,
+        readiness_changes_absorbed=tracker.flips_absorbed,
         stale_marks=tracker.stale_marks,
         false_stale=tracker.false_stale,
         heartbeats_uncommitted=sum(len(beats) for beats in tracker.beats.values()),
@@ -588,7 +636,8 @@ def table(result: SoakHealthResult) -> str:
     verdict = "met" if result.readiness_lag.p99_s <= LIMIT_READINESS_P99_S and result.false_stale == 0 else "MISSED"
     lines.append(
         f"false stale {result.false_stale} (of {result.stale_marks} stale marks); readiness changes "
-        f"{result.readiness_changes_seen}/{result.readiness_changes_sent}; left behind: "
+        f"{result.readiness_changes_seen}/{result.readiness_changes_sent} "
+        f"({result.readiness_changes_absorbed} absorbed by a stale mark); left behind: "
         f"{result.heartbeats_uncommitted} heartbeats, {result.readiness_undecided} readiness; warm-up "
         f"{result.warm_up_s:g} s, drain {result.drain_s:g} s; readiness p99 limit "
         f"{LIMIT_READINESS_P99_S:g} s: {verdict}; CPU s {result.cpu_s}; load {result.load}"
@@ -632,7 +681,9 @@ def section(result: SoakHealthResult, *, when: str) -> list[str]:
         "|---|---:|---:|---:|---:|",
         *rows,
         "",
-        f"- Readiness changes: {result.readiness_changes_seen:,} of {result.readiness_changes_sent:,} arrived; "
+        f"- Readiness changes: {result.readiness_changes_seen:,} of {result.readiness_changes_sent:,} arrived "
+        f"({result.readiness_changes_absorbed:,} more were flips to not ready of a cluster a stale mark had "
+        "made not ready: they change nothing); "
         f"stale marks {result.stale_marks:,}, of them false (the cluster was beating) **{result.false_stale:,}**; "
         f"after a drain of {result.drain_s:g} s, {result.heartbeats_uncommitted:,} heartbeats were not yet "
         f"committed and {result.readiness_undecided:,} readiness records not yet decided.",

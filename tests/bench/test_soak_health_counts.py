@@ -16,7 +16,9 @@ from bench.soak_health_waits import Progress  # noqa: E402
 
 def test_a_stale_mark_of_a_cluster_beating_within_the_limit_is_false() -> None:
     """GATE-1: a cluster whose last heartbeat is 10 s old when marked stale (limit 90 s) was beating."""
-    tracker = _Tracker(beats_of={"h-0000001": [1000.0], "h-0000002": [900.0]})
+    tracker = _Tracker()
+    tracker.beat("h-0000001", 1000.0)
+    tracker.beat("h-0000002", 900.0)
     _readiness_record(
         tracker, {"cluster": "h-0000001", "ready": False, "reason": "stale: no heartbeat for 95 s"}, 0, 7, 1_010_000
     )
@@ -30,20 +32,33 @@ def test_a_stale_mark_of_a_cluster_beating_within_the_limit_is_false() -> None:
 
 
 def test_a_stale_mark_is_judged_as_of_the_time_it_speaks_of() -> None:
-    """A worker 30 s behind marks at 1130 a cluster silent as of 1100 (observedAt), its heartbeats at
-    900 and 1110: silent 200 s at 1100, so the mark is true though a heartbeat came before it was
-    published. One that beat at 1050 was beating at 1100: false."""
+    """A worker behind publishes at 1260 a mark of a cluster silent as of 1100 (observedAt), its
+    heartbeats at 800, 900, then every 30 s from 1110: silent 200 s at 1100, so the mark is true
+    though heartbeats came before it was published. One that beat at 1050 was beating at 1100:
+    false."""
     tracker = _Tracker()
     for at in (800.0, 900.0, 1110.0):
         tracker.beat("h-0000001", at)
     tracker.beat("h-0000002", 1050.0)
-    assert tracker.beats_of["h-0000001"] == [800.0, 900.0, 1110.0]
-    tracker.beat("h-0000001", 1140.0)
-    assert tracker.beats_of["h-0000001"] == [900.0, 1110.0, 1140.0]  # the newest three
+    for at in (1140.0, 1170.0, 1200.0, 1230.0, 1260.0):  # what a worker 160 s behind has not read
+        tracker.beat("h-0000001", at)
     for cluster in ("h-0000001", "h-0000002"):
         body = {"cluster": cluster, "ready": False, "reason": "stale: no heartbeat", "observedAt": 1100.0}
-        _readiness_record(tracker, body, 0, 1, 1_130_000)
+        _readiness_record(tracker, body, 0, 1, 1_260_000)
     assert (tracker.stale_marks, tracker.false_stale) == (2, 1)
+
+
+def test_a_flip_to_not_ready_of_a_cluster_marked_stale_is_absorbed_not_awaited() -> None:
+    tracker = _Tracker()
+    tracker.flip("h-0000001", 1000.0, ready=False)
+    tracker.flip("h-0000002", 1000.0, ready=True)
+    for cluster in ("h-0000001", "h-0000002"):
+        body = {"cluster": cluster, "ready": False, "reason": "stale: no heartbeat", "observedAt": 1005.0}
+        _readiness_record(tracker, body, 0, 1, 1_010_000)
+    # the flip to ready still makes a change: it is awaited, and timed when it comes
+    assert (tracker.flips_absorbed, tracker.flips, tracker.flips_sent) == (1, {"h-0000002": 1000.0}, 2)
+    _readiness_record(tracker, {"cluster": "h-0000002", "ready": True, "reason": "reported ready"}, 0, 2, 1_012_000)
+    assert (tracker.changes_seen, tracker.readiness_lags, tracker.flips) == (1, [12.0], {})
 
 
 def test_a_readiness_change_is_timed_from_its_heartbeat_once() -> None:
