@@ -159,8 +159,10 @@ class SoakHealthResult:
 class _Tracker:
     """What the measuring tasks share: send times, readiness seen, and the lags found."""
 
-    flips: dict[str, float] = field(default_factory=dict)  # cluster -> when its flip was produced
-    flips_to_not_ready: set[str] = field(default_factory=set)  # of those flips, the ones to not ready
+    # cluster -> its flips whose readiness has not come yet, oldest first: (produced at, to ready).
+    # A cluster flips again each round (every `--interval`), before the last flip's readiness
+    # comes when the monitors are that far behind.
+    flips: dict[str, list[tuple[float, bool]]] = field(default_factory=dict)
     # cluster -> when its newest heartbeats were produced (`BEATS_KEPT`), oldest first
     beats_of: dict[str, array.array[float]] = field(default_factory=dict)
     # heartbeats partition -> (offset, produced at) not yet committed by the monitors
@@ -191,12 +193,18 @@ class _Tracker:
             del beats[0]
 
     def flip(self, cluster: str, at: float, *, ready: bool) -> None:
-        self.flips[cluster] = at
+        self.flips.setdefault(cluster, []).append((at, ready))
         self.flips_sent += 1
-        if ready:
-            self.flips_to_not_ready.discard(cluster)
-        else:
-            self.flips_to_not_ready.add(cluster)
+
+    def oldest_flip(self, cluster: str, *, to_ready: bool | None = None) -> float | None:
+        """Take the cluster's oldest pending flip (only if it is to `to_ready`, when given)."""
+        pending = self.flips.get(cluster)
+        if not pending or (to_ready is not None and pending[0][1] != to_ready):
+            return None
+        at, _ = pending.pop(0)
+        if not pending:
+            del self.flips[cluster]
+        return at
 
 
 def cluster_name(i: int) -> str:
@@ -304,13 +312,11 @@ def _readiness_record(tracker: _Tracker, body: dict[str, Any], partition: int, o
         produced = [beat for beat in tracker.beats_of.get(cluster, ()) if beat <= judged_at]
         if produced and judged_at - produced[-1] < STALENESS_LIMIT_S:
             tracker.false_stale += 1
-        if cluster in tracker.flips_to_not_ready and tracker.flips.pop(cluster, None) is not None:
+        if tracker.oldest_flip(cluster, to_ready=False) is not None:
             # the cluster is not ready already: its flip to not ready will change nothing
-            tracker.flips_to_not_ready.discard(cluster)
             tracker.flips_absorbed += 1
         return
-    flipped = tracker.flips.pop(cluster, None)
-    tracker.flips_to_not_ready.discard(cluster)
+    flipped = tracker.oldest_flip(cluster)
     if flipped is not None:
         tracker.changes_seen += 1
         tracker.readiness_lags.append(at - flipped)

@@ -56,18 +56,30 @@ def test_a_flip_to_not_ready_of_a_cluster_marked_stale_is_absorbed_not_awaited()
         body = {"cluster": cluster, "ready": False, "reason": "stale: no heartbeat", "observedAt": 1005.0}
         _readiness_record(tracker, body, 0, 1, 1_010_000)
     # the flip to ready still makes a change: it is awaited, and timed when it comes
-    assert (tracker.flips_absorbed, tracker.flips, tracker.flips_sent) == (1, {"h-0000002": 1000.0}, 2)
+    assert (tracker.flips_absorbed, tracker.flips, tracker.flips_sent) == (1, {"h-0000002": [(1000.0, True)]}, 2)
     _readiness_record(tracker, {"cluster": "h-0000002", "ready": True, "reason": "reported ready"}, 0, 2, 1_012_000)
     assert (tracker.changes_seen, tracker.readiness_lags, tracker.flips) == (1, [12.0], {})
 
 
 def test_a_readiness_change_is_timed_from_its_heartbeat_once() -> None:
-    tracker = _Tracker(flips={"h-0000004": 1000.25})
+    tracker = _Tracker()
+    tracker.flip("h-0000004", 1000.25, ready=False)
     body = {"cluster": "h-0000004", "ready": False, "reason": None}
     _readiness_record(tracker, body, 2, 40, 1_000_750)
     _readiness_record(tracker, body, 2, 41, 1_001_000)  # no flip outstanding: not timed again
     assert tracker.readiness_lags == [0.5]
     assert (tracker.changes_seen, tracker.flips) == (1, {})
+
+
+def test_a_cluster_that_flips_again_before_its_last_flip_came_has_both_timed_in_order() -> None:
+    """Monitors 40 s behind: the cluster's flip of the next round (30 s later) is produced before the
+    first flip's readiness comes; each readiness times the oldest flip still waiting."""
+    tracker = _Tracker()
+    tracker.flip("h-0000005", 1000.0, ready=False)
+    tracker.flip("h-0000005", 1030.0, ready=True)
+    for offset, (ready, at_ms) in enumerate([(False, 1_040_000), (True, 1_070_000)]):
+        _readiness_record(tracker, {"cluster": "h-0000005", "ready": ready, "reason": None}, 0, offset, at_ms)
+    assert (tracker.readiness_lags, tracker.changes_seen, tracker.flips) == ([40.0, 40.0], 2, {})
 
 
 def test_the_section_goes_before_the_notes_and_is_replaced_then_kept_by_a_rewritten_page() -> None:

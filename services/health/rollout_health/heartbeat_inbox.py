@@ -19,6 +19,7 @@ wait for the agent; beyond that the callback waits, as faust's does on a full st
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -44,6 +45,7 @@ class HeartbeatInbox:
         self._waiting = 0  # messages handed over and not taken yet
         self._room = asyncio.Event()
         self._room.set()
+        self._watched: weakref.WeakSet[Any] = weakref.WeakSet()  # queues whose clear resets this inbox
 
     def install(self) -> None:
         """Route the heartbeats topic's partitions through `_handler`, once the app has a conductor."""
@@ -85,15 +87,15 @@ class HeartbeatInbox:
         rebalance's recovery, with no revocation): the batch waiting there is gone with it, so the
         next message must start a new batch, not join one the agent will never take."""
         clear = getattr(queue, "clear", None)
-        if clear is None or getattr(clear, "forgets_batches", False):
-            return
+        if clear is None or queue in self._watched:
+            return  # a handler is built per partition, all on the agent's one queue
 
         def clear_and_forget() -> None:
             clear()
             self.reset()
 
-        clear_and_forget.forgets_batches = True  # type: ignore[attr-defined]
         queue.clear = clear_and_forget
+        self._watched.add(queue)
 
     def taken(self, batch: HeartbeatBatch) -> None:
         """The agent has `batch`: later messages go to a new one."""
