@@ -266,7 +266,8 @@ async def _produce(
             index = tracker.sent % clusters
             name = cluster_name(index)
             tracker.sent += 1
-            flip = flip_every > 0 and tracker.sent % flip_every == 0
+            # counted from this call's first heartbeat: one in `flip_every` of the run's own
+            flip = flip_every > 0 and (tracker.sent - sent_before) % flip_every == 0
             if flip:
                 ready[index] = not ready[index]
             key, value, headers = _heartbeat(name, ready=ready[index], event_id=f"soak-{tracker.sent}")
