@@ -512,3 +512,26 @@ async def test_bus7_a_worker_read_to_the_end_judges_silence_now(
         stale = await monitor.check_staleness()
     assert [(r.cluster, r.reason, r.observed_at) for r in stale] == [("c1", "stale: no heartbeat for 35 s", 1035.0)]
     assert _sample(monitor, "rollout_health_judged_behind_seconds") == 0.0
+
+
+async def test_a_partition_the_consumer_no_longer_has_holds_silence_back_and_breaks_nothing(
+    monitor: HealthMonitor, outbox: RecordingOutbox, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aiokafka's consumer thread learns of a rebalance before faust's signals reach the monitor, and
+    asserts a partition it no longer has is assigned: the check goes on, that partition's end
+    unknown (as if not fetched yet: silence judged at most the limit behind)."""
+
+    def not_assigned(tp: TP) -> int:
+        raise AssertionError("Partition is not assigned")
+
+    monkeypatch.setattr(monitor.app.consumer, "highwater", not_assigned)
+    raw = raw_channel(monitor)
+    async with monitor.agent.test_context(channel=raw) as agent:
+        await monitor.app.on_partitions_assigned.send({TP(monitor.heartbeats.get_topic_name(), 0)})
+        value, headers = _heartbeat("c1", True, 1000.0)
+        await agent.put(value, key=b"c1", headers=headers, timestamp=1000.0)
+        clock.now = 1035.0
+        assert await monitor.check_staleness() == []  # judged as of 1005: silent 5 s
+        clock.now = 1065.0
+        [stale] = await monitor.check_staleness()
+    assert (stale.cluster, stale.reason) == ("c1", "stale: no heartbeat for 35 s")

@@ -130,6 +130,17 @@ def _install_client_fixes() -> None:
     faust_message_dispatch.install()
 
 
+def _highwater(consumer: Any, tp: TP) -> int | None:
+    """The partition's end offset at its last fetch; None when not known (not fetched yet, or no
+    longer assigned: aiokafka's consumer thread learns of a rebalance before this one's signals,
+    and asserts the partition is assigned)."""
+    try:
+        highwater: int | None = consumer.highwater(tp)
+    except Exception:  # whatever the consumer raises here, the answer is "not known"
+        return None
+    return highwater
+
+
 def _monitor_app(settings: MonitorSettings) -> MonitorApp:
     return MonitorApp(
         settings.group(settings.app_id),
@@ -198,7 +209,7 @@ class HealthMonitor:
         self.heartbeats = self.app.topic(
             self._heartbeats_topic, key_serializer="raw", value_serializer="raw", partitions=partitions
         )
-        self._inbox = HeartbeatInbox(self.app, topic=prefix + HEARTBEATS.name, batch_max=settings.batch_max_records)
+        self._inbox = HeartbeatInbox(self.app, topic=self._heartbeats_topic, batch_max=settings.batch_max_records)
         self._inbox.install()
         self.table = KeyPartitionedTable(
             self.app,
@@ -384,7 +395,7 @@ class HealthMonitor:
             reads.append(
                 PartitionRead(
                     next_offset=started_at if judged is None else judged[0] + 1,
-                    highwater=consumer.highwater(tp),
+                    highwater=_highwater(consumer, tp),
                     newest_at=None if judged is None else judged[1],
                 )
             )
