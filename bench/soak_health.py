@@ -245,9 +245,10 @@ async def _produce(
     rate: float,
     seconds: float,
     flip_every: int,
-) -> float:
+) -> tuple[float, int]:
     """Heartbeats at `rate` for `seconds`, round robin over the fleet from where the last call left
-    it; one in `flip_every` (0: none) flips its cluster's readiness. Returns the seconds taken."""
+    it; one in `flip_every` (0: none) flips its cluster's readiness. Returns the seconds taken and
+    the heartbeats sent."""
     ready = [True] * clusters
     pending: list[asyncio.Future[Any]] = []
     started = time.monotonic()
@@ -283,7 +284,7 @@ async def _produce(
             pending.clear()
         await asyncio.sleep(TICK_S)
     await asyncio.gather(*pending)
-    return time.monotonic() - started
+    return time.monotonic() - started, tracker.sent - sent_before
 
 
 async def _read_readiness(bootstrap: str, topic: str, tracker: _Tracker, *, from_offsets: dict[int, int]) -> None:
@@ -519,7 +520,6 @@ async def run_async(
             keep_beating.cancel()
             await asyncio.gather(keep_beating, return_exceptions=True)
         warm_up_s = time.monotonic() - warm_started
-        sent_before = tracker.sent
 
         readiness_from = await end_offsets(bootstrap, prefix + READINESS.name, READINESS.partitions)
         tasks.append(
@@ -529,7 +529,7 @@ async def run_async(
         )
         tasks.append(asyncio.create_task(_sample_commits(bootstrap, prefix, tracker)))
         cpu_before = _cpu_by_role(services)
-        took_s = await _produce(
+        took_s, produced = await _produce(
             producer,
             prefix + HEARTBEATS.name,
             tracker,
@@ -571,8 +571,8 @@ async def run_async(
         workers=workers,
         partitions=partitions,
         flip_every=flip_every,
-        produced=tracker.sent - sent_before,
-        produced_rate=round((tracker.sent - sent_before) / took_s, 1),
+        produced=produced,
+        produced_rate=round(produced / took_s, 1),
         readiness_changes_sent=tracker.flips_sent,
         readiness_changes_seen=tracker.changes_seen,
         readiness_changes_absorbed=tracker.flips_absorbed,
