@@ -114,6 +114,43 @@ def test_progress_folds_into_the_printed_status() -> None:
     assert rollout_object_name("Main_1") == "main-1"
 
 
+def test_the_rollout_stage_is_the_furthest_a_track_reached_whatever_order_the_tracks_report_in() -> None:
+    """STAT-5: the control plane waits at prod's approval while the node track still soaks canary;
+    the node track's later canary transitions do not take the printed stage back to canary, and a
+    cancel that ends the stages never reached (OPS-1) does not move it on."""
+    status: dict[str, Any] = {}
+    for model in (
+        StageTransition(
+            rollout_id="main-1", stage="canary", track=Track.CONTROL_PLANE, state=StageState.IN_PROGRESS,
+            version="1.31.2", reason="VERSION_ARRIVED",
+        ),
+        StageTransition(
+            rollout_id="main-1", stage="canary", track=Track.NODES, state=StageState.IN_PROGRESS, reason="started"
+        ),
+        StageTransition(
+            rollout_id="main-1", stage="prod", track=Track.CONTROL_PLANE, state=StageState.AWAITING_APPROVAL,
+            reason="waits for the before approval", gate=GatePosition.BEFORE,
+        ),
+        StageTransition(
+            rollout_id="main-1", stage="canary", track=Track.NODES, state=StageState.SOAKING, reason="soaking"
+        ),
+        WaitChanged(rollout_id="main-1", stage="canary", track=Track.NODES, waits=()),
+    ):  # fmt: skip
+        status = fold(status, model)
+    assert (status["stage"], status["stagesReached"], status["waiting"]) == (
+        "prod",
+        ["canary", "prod"],
+        "CHK-1: waits for the before approval",
+    )
+    cancelled = fold(
+        status,
+        StageTransition(
+            rollout_id="main-1", stage="edge", track=Track.NODES, state=StageState.CANCELLED, reason="cancelled"
+        ),
+    )
+    assert (cancelled["stage"], cancelled["stagesReached"]) == ("prod", ["canary", "prod"])
+
+
 def _approval(spec: dict[str, Any], *, generation: int = 1) -> dict[str, Any]:
     return _obj({"rolloutId": "main-1", "stage": "prod", "gate": "before", **spec}, generation=generation)
 

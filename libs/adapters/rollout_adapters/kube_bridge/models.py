@@ -117,7 +117,10 @@ class RolloutStatus(_Spec):
     """A rollout's progress as the planner publishes it, in the shape `kubectl get` prints."""
 
     state: str | None = Field(default=None, description="RUNNING, PAUSED, CANCELLED or COMPLETED")
-    stage: str | None = Field(default=None, description="the stage the rollout is at")
+    stage: str | None = Field(default=None, description="the furthest stage a track of the rollout has reached")
+    stages_reached: tuple[str, ...] = Field(
+        default=(), alias="stagesReached", description="the stages the rollout has reached, in the order reached"
+    )
     version: str | None = None
     waiting: str | None = Field(default=None, description="why it waits, in one line (empty: not waiting)")
     reason: str | None = Field(default=None, description="the planner's reason for the last state change")

@@ -32,12 +32,27 @@ def fold(status: dict[str, Any], model: BaseModel) -> dict[str, Any]:
         if model.version is not None:
             track["version"] = model.version
             out["version"] = model.version
-        out["stage"] = model.stage
     else:
         track["stage"] = model.stage
         track["waits"] = [_wait(w) for w in model.waits]
+    _reach(out, model)
     out["waiting"] = _waiting(out["tracks"])
     return out
+
+
+def _reach(status: dict[str, Any], model: StageTransition | WaitChanged) -> None:
+    """The rollout's stage is the furthest one a track of it has reached. The two tracks move
+    apart (one may soak at canary while the other waits at prod), so the stage of the last event
+    would jump back and forth with their order; a track reaches the stages in sequence order, so
+    the order in which stages are first seen is that order. A cancel ends the stages the version
+    never reached too (OPS-1): those are not reached."""
+    reached = list(status.get("stagesReached") or [])
+    cancelled = isinstance(model, StageTransition) and model.state is StageState.CANCELLED
+    if model.stage not in reached and not cancelled:
+        reached.append(model.stage)
+    status["stagesReached"] = reached
+    if reached:
+        status["stage"] = reached[-1]
 
 
 def _track(status: dict[str, Any], name: str) -> dict[str, Any]:
