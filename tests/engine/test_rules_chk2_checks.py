@@ -376,3 +376,30 @@ def test_chk_2_soak_5_an_empty_stage_halted_by_its_check_is_judged_again_for_no_
         ("SOAKING", T0 + HOUR),
         ("SOAKING", T0 + HOUR),
     ]
+
+
+def test_chk_2_a_track_that_reaches_a_halted_stage_waits_halted_and_the_resume_starts_it() -> None:
+    """CHK-2 halts the rollout at the stage: prod's control plane is halted while canary's nodes
+    still soak; when they qualify, prod's node track arrives PAUSED with the halt's reason, gets no
+    batch and starts no series of the check; the resume starts both tracks (OPS-1)."""
+    canary = stage("canary", soak="1h", rolloutStrategy={"maxNew": 1, "maxUnavailable": 1})
+    prod = stage("prod", soak="1h", rolloutStrategy={"maxNew": 1, "maxUnavailable": 1}, checks=[_check()])
+    d = Driver(sequence(canary, prod), [cluster("canary-1"), *(cluster(n) for n in PROD)])
+    d.release({"1.30": V31})
+    d.finish(["canary-1"], CP, at=10 * MIN, ready=True)
+    out = d.wake(at=70 * MIN)  # canary's control planes soaked: prod's control plane starts
+    assert _said(out)[-1] == ("controlPlane", "IN_PROGRESS", "the version reached the stage")
+    _result(d, "failed", at=71 * MIN, value=0.05)  # failureLimit 0: the first failure halts
+    halt = "halted by a failing metric check: check errors: failed with 0.05 at 2026-01-01T01:11:00+00:00"
+    assert [(s[0], s[1], s[2].startswith(halt)) for s in _said(d.history)][-1] == ("controlPlane", "PAUSED", True)
+    d.finish(["canary-1"], NODES, at=80 * MIN, ready=True)
+    out = d.wake(at=140 * MIN)  # canary's nodes soaked: the node track reaches the halted prod
+    assert _said(out)[-1] == (
+        "nodes",
+        "PAUSED",
+        "halted by a failing metric check: the rollout is halted at this stage (CHK-2)",
+    )
+    assert advances(out) == [] and _series(out) == []
+    out = d.command("resume", at=150 * MIN)
+    assert [s[:2] for s in _said(out)] == [("controlPlane", "IN_PROGRESS"), ("nodes", "IN_PROGRESS")]
+    assert _series(out) == [("errors", True, 150 * MIN)]

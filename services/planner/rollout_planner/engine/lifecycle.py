@@ -10,7 +10,7 @@ from rollout_planner.engine.eligibility import on_offered, would_take
 from rollout_planner.engine.gates.approvals import hold_after, hold_before
 from rollout_planner.engine.gates.checks import describe, halted, soak_held
 from rollout_planner.engine.gates.start_windows import held_by_window, hold_for_window
-from rollout_planner.engine.model import CP, MAX_UPGRADE_TIME, NODES, EngineState, Offer, Run, StageRec
+from rollout_planner.engine.model import CP, MAX_UPGRADE_TIME, NODES, TRACK_INDEXES, EngineState, Offer, Run, StageRec
 from rollout_planner.engine.retarget_pass import retarget_members
 from rollout_planner.engine.runs import transition
 from rollout_planner.engine.targets import TargetMemo, release_failed, retarget
@@ -154,13 +154,26 @@ def _version_summary(state: EngineState, stage: StageRec, track: int) -> str:
 def _start(state: EngineState, run: Run) -> None:
     run.started_at = state.now
     paused = state.rollouts[run.rollout_id].paused
+    halt = halted_here(state, run)
     if paused:
         transition(state, run, StageState.PAUSED, StageReason.USER)
+    elif halt is not None:
+        transition(state, run, StageState.PAUSED, halt, detail="the rollout is halted at this stage (CHK-2)")
     else:
         transition(state, run, StageState.IN_PROGRESS, StageReason.VERSION_ARRIVED)
     state.add_run_timer(
         state.now + MAX_UPGRADE_TIME, "deadline", stage=run.stage, track=run.track, rollout_id=run.rollout_id
     )
+
+
+def halted_here(state: EngineState, run: Run) -> StageReason | None:
+    """CHK-2: a check halts the rollout at a stage, so a track that reaches the stage after the halt
+    waits halted too (a resume starts it) rather than going in under a check that failed."""
+    for track in TRACK_INDEXES:
+        other = state.stages[run.stage].runs[track].get(run.rollout_id)
+        if other is not None and other is not run and halted(other):
+            return StageReason(other.reason)
+    return None
 
 
 def _newer(state: EngineState, rollout_id: str | None, *, than: str) -> bool:

@@ -8,7 +8,7 @@ from rollout_common.status import RolloutState, StageReason, StageState
 from rollout_common.version import VersionError, parse_version
 from rollout_planner.engine.gates.approve import approve
 from rollout_planner.engine.gates.checks import halted
-from rollout_planner.engine.lifecycle import recompute_soak, resume_halted, update_rollout
+from rollout_planner.engine.lifecycle import halted_here, recompute_soak, resume_halted, update_rollout
 from rollout_planner.engine.model import (
     TRACK_INDEXES,
     ClusterRec,
@@ -199,7 +199,8 @@ def _fresh_budget(state: EngineState, stage: StageRec, run: Run | None) -> None:
     run.failures = 0
     state.dirty.add(stage.index)
     held = run.state is StageState.PAUSED and run.reason == StageReason.FAILURE_BUDGET.value
-    if held and not state.rollouts[run.rollout_id].paused:
+    # a rollout halted at the stage (CHK-2) or paused goes on only when resumed
+    if held and not state.rollouts[run.rollout_id].paused and halted_here(state, run) is None:
         transition(state, run, StageState.IN_PROGRESS, StageReason.RESUMED, detail="failed upgrades retried (OPS-4)")
 
 
