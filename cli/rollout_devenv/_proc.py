@@ -104,6 +104,22 @@ def signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
         os.killpg(proc.pid, sig)
 
 
+def threads_stopped(pid: int) -> bool:
+    """True once every thread of `pid` is in the stopped state. A SIGSTOP only starts the stop:
+    `kill` returns before the target's threads get a CPU to take it, and on a loaded machine a
+    thread woken by a connection meanwhile can still answer it."""
+    try:
+        states = [_thread_state(stat) for stat in Path(f"/proc/{pid}/task").glob("*/stat")]
+    except OSError:
+        return False
+    return bool(states) and all(state == "T" for state in states)
+
+
+def _thread_state(stat: Path) -> str:
+    # The state follows the command name in parentheses, which may itself hold ") ".
+    return stat.read_text().rpartition(")")[2].split()[0]
+
+
 def stop_process(proc: subprocess.Popen[bytes], *, grace_s: float = STOP_GRACE_S) -> None:
     """SIGTERM the child's process group, wait up to `grace_s`, then SIGKILL it."""
     if proc.poll() is None:

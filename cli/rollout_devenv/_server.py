@@ -13,10 +13,21 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Generic, NoReturn, Self, TypeVar
 
-from rollout_devenv._proc import DevenvError, free_port, log_tail, signal_group, spawn, stop_process, wait_until
+from rollout_devenv._proc import (
+    DevenvError,
+    free_port,
+    log_tail,
+    signal_group,
+    spawn,
+    stop_process,
+    threads_stopped,
+    wait_until,
+)
 
 # What a server listens on: one port, or a pair such as a broker's client and controller ports.
 Ports = TypeVar("Ports")
+# How long a SIGSTOPped process may take to stop: its threads need a CPU to take the signal.
+STOP_WAIT_S = 10.0
 
 
 class LocalServer(Generic[Ports]):
@@ -132,9 +143,17 @@ class LocalServer(Generic[Ports]):
         atexit.unregister(self.stop)
 
     def pause(self) -> None:
-        """SIGSTOP: the process keeps its sockets but answers nothing until `resume()`."""
+        """SIGSTOP: the process keeps its sockets but answers nothing until `resume()`. Returns
+        once it has stopped, so whatever the caller does next meets a process that answers nothing."""
         if self._proc is not None:
             signal_group(self._proc, signal.SIGSTOP)
+            self._await_stopped(self._proc)
+
+    def _await_stopped(self, proc: subprocess.Popen[bytes]) -> None:
+        if not wait_until(
+            lambda: threads_stopped(proc.pid), alive=lambda: proc.poll() is None, timeout_s=STOP_WAIT_S, interval_s=0.01
+        ):
+            raise DevenvError(f"{self.subject} did not stop within {STOP_WAIT_S:.0f} s of its SIGSTOP")
 
     def resume(self) -> None:
         if self._proc is not None:

@@ -13,6 +13,7 @@ import ctypes.util
 import secrets
 import shutil
 import signal
+import subprocess
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
@@ -149,8 +150,8 @@ class PrometheusServer(OnePortServer):
 
     def freeze(self) -> None:
         """Stop the process where it is (SIGSTOP): its port still takes connections, nothing answers,
-        as a server that hangs does. `thaw` lets it go on."""
-        self._signal(signal.SIGSTOP)
+        as a server that hangs does. `thaw` lets it go on. Returns once it has stopped."""
+        self._await_stopped(self._signal(signal.SIGSTOP))
 
     def thaw(self) -> None:
         self._signal(signal.SIGCONT)
@@ -161,10 +162,13 @@ class PrometheusServer(OnePortServer):
             self.thaw()
         super().stop(remove_data=remove_data)
 
-    def _signal(self, sig: signal.Signals) -> None:
-        if self._proc is None or self._proc.poll() is not None:
+    def _signal(self, sig: signal.Signals) -> subprocess.Popen[bytes]:
+        """The process, sent `sig`."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
             raise DevenvError(f"{self.subject} is not running")
-        self._proc.send_signal(sig)
+        proc.send_signal(sig)
+        return proc
 
     def _start_once(self) -> None:
         binary = find_prometheus()

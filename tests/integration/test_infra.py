@@ -14,7 +14,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from rollout_devenv import DevenvError, KafkaBroker, RedisServer
-from rollout_devenv._proc import LOOPBACK
+from rollout_devenv._proc import LOOPBACK, threads_stopped
 
 pytestmark = pytest.mark.integration
 
@@ -153,3 +153,23 @@ def test_a_server_whose_given_port_is_taken_fails_with_its_exit_and_leaves_nothi
     assert "Address already in use" in raised.value.detail
     assert not server.running
     assert server.port == port
+
+
+def test_a_paused_server_has_stopped_every_thread_when_pause_returns(tmp_path: Path) -> None:
+    """`pause` returns only once the process has stopped: a SIGSTOP is taken by the target's
+    threads when they next run, and a test that asks a paused server right away must meet a
+    process that answers nothing (a loaded machine let a frozen Prometheus answer once)."""
+    with RedisServer(data_dir=tmp_path) as server:
+        assert server.pid is not None
+        assert not threads_stopped(server.pid)
+        server.pause()
+        assert threads_stopped(server.pid)
+        with socket.create_connection((LOOPBACK, server.port), timeout=5) as conn:
+            conn.settimeout(0.5)
+            conn.sendall(b"PING\r\n")
+            with pytest.raises(TimeoutError):
+                conn.recv(16)
+            server.resume()
+            conn.settimeout(10)
+            assert conn.recv(16) == b"+PONG\r\n"
+        assert not threads_stopped(server.pid)
