@@ -42,6 +42,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 OLD = "1.30.5-gke.1000"
 NEW = "1.31.13-gke.1023000"
 PACE = Pace(time_scale=1.0, upgrade_s=0.5, max_concurrent=5, ready_after_s=0.2)
+# For the halt mid-stage: upgrades slow enough that a metric gone bad after prod's first batch
+# halts the stage before its last cluster is handed out, even on a loaded machine where the
+# value's way through a scrape, the check's interval and the bus takes seconds (at 0.5 s an
+# upgrade all four were out first once).
+SLOW_PACE = Pace(time_scale=1.0, upgrade_s=2.0, max_concurrent=5, ready_after_s=0.2)
 WAIT_S = 60.0
 
 
@@ -261,7 +266,7 @@ async def test_chk2_a_metric_gone_bad_mid_stage_halts_it_with_check_failed_then_
     document = fleet("guarded", stages=stages, gates={"prod": prod})
     document["sequence"]["prometheusUrl"] = series.url
     apply_fleet(document, tmp_path=tmp_path, prefix=prefix, kafka_bootstrap=kafka_bootstrap, redis_url=redis_url)
-    start_system(services, prefix=prefix, clusters=clusters_of(stages), pace=PACE)
+    start_system(services, prefix=prefix, clusters=clusters_of(stages), pace=SLOW_PACE)
     start_check_runner(services, prefix=prefix, prometheus_url="http://127.0.0.1:1")
     await wait_for_fleet(redis_url, prefix, services, clusters=5)
     await publish_release(kafka_bootstrap, prefix, event_id="rel-guarded", targets={"1.30": NEW})
