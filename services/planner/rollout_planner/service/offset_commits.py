@@ -20,8 +20,10 @@ log = logging.getLogger("rollout.planner")
 
 
 class BackgroundCommits:
+    """The planner's consumer with the commits of what it took: the one thing a term holds open."""
+
     def __init__(self, consumer: Consumer) -> None:
-        self._consumer = consumer
+        self.consumer = consumer
         self._in_flight: asyncio.Task[None] | None = None
         # per partition, the newest record taken since the commit in flight began
         self._pending: dict[tuple[str, int], Record] = {}
@@ -39,7 +41,7 @@ class BackgroundCommits:
         while self._pending:
             records, self._pending = list(self._pending.values()), {}
             try:
-                await self._consumer.commit(records)
+                await self.consumer.commit(records)
             except (TransientError, PermanentError) as exc:
                 log.warning(
                     "offset commit failed; the records will be skipped when redelivered", extra={"error": str(exc)}
@@ -58,6 +60,18 @@ class BackgroundCommits:
         if task is not None:
             await asyncio.wait({task}, timeout=timeout_s)
         await self.drop()
+
+    async def close(self, *, within_s: float) -> None:
+        """A stop: the last commit, given `within_s`, then the consumer leaves its group."""
+        await self.settled_within(within_s)
+        await self.consumer.close()
+
+    async def abandon(self) -> None:
+        """Another planner took over: nothing more is committed, and a broker that fails the close
+        changes nothing (the group is the new planner's now)."""
+        await self.drop()
+        with contextlib.suppress(TransientError, PermanentError):
+            await self.consumer.close()
 
     async def drop(self) -> None:
         """Give up the commit in flight and what waits for the next (the consumer is closing): the

@@ -18,7 +18,6 @@ A term starts when this planner takes the lease (BUS-8) and ends when it stops o
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -87,8 +86,8 @@ class Planner:
         self._retrier = self._new_retrier()
         self._decision = self._batch_decision()
         self._set_aside = self._new_set_aside()
-        self._consumer: Consumer | None = None
-        self._commits: BackgroundCommits | None = None  # the consumer's
+        # the term's consumer and its commits; None while standing by
+        self._intake: BackgroundCommits | None = None
         self.ready = False
         self.lease = lease or self._new_lease()
         self._new_term()
@@ -164,12 +163,12 @@ class Planner:
         await self._flush_outbox()
         # Each assigned partition starts where the checkpoint says, not where the group committed:
         # a Redis restored from an older backup replays what Kafka had already seen committed.
-        self._consumer = self._bus.consumer(
+        consumer = self._bus.consumer(
             self._decision.intake.topics,
             group=self._settings.group(self._settings.planner_group),
             start_at=self._checkpointed_offset,
         )
-        self._commits = BackgroundCommits(self._consumer)
+        self._intake = BackgroundCommits(consumer)
         self.ready = True
         log.info("planner started", extra={"batch": self.checkpoint.batch, "wake_at": self.checkpoint.wake_at})
         return True
@@ -212,12 +211,9 @@ class Planner:
         self.metrics.lease_lost.inc()
         self.ready = False
         await self.lease.stop_renewing()
-        if self._consumer is not None:
-            if self._commits is not None:
-                await self._commits.drop()
-            with contextlib.suppress(TransientError, PermanentError):
-                await self._consumer.close()
-            self._consumer, self._commits = None, None
+        intake, self._intake = self._intake, None
+        if intake is not None:
+            await intake.abandon()
         self.lease = self._new_lease(owner=self.lease.owner)
         self._new_term()
 
@@ -282,11 +278,9 @@ class Planner:
 
     async def close(self) -> None:
         self.ready = False
-        if self._consumer is not None:
-            if self._commits is not None:
-                await self._commits.settled_within(COMMIT_ON_CLOSE_S)
-            await self._consumer.close()
-            self._consumer, self._commits = None, None
+        intake, self._intake = self._intake, None
+        if intake is not None:
+            await intake.close(within_s=COMMIT_ON_CLOSE_S)
         await self.lease.release()
 
     # -- the poll loop -------------------------------------------------------------------
@@ -294,12 +288,12 @@ class Planner:
     async def step(self) -> int:
         """Poll once (or take the poll decoded during the last write) and handle what came, or a due
         timer; returns how many records were handled. The batch is published when it returns."""
-        assert self._consumer is not None, "start() first"
+        intake = self._started_intake()
         await self.lease.keep()
         await self._flush_outbox()
         taken, self._prefetched = self._prefetched, None
         if taken is None:
-            records = await self._poll(self._poll_timeout())
+            records = await self._poll(intake.consumer, self._poll_timeout())
             if records is None:
                 await self._retrier.pause(self._settings.retry_backoff_s)
                 return 0
@@ -310,21 +304,24 @@ class Planner:
             await self._status_if_behind()
             return 0
         await self._handle(taken, now=now, due=due)
-        if self._commits is not None:
-            self._commits.take(taken.records)
+        intake.take(taken.records)
         return len(taken.records)
 
-    async def _poll(self, timeout_s: float) -> list[Record] | None:
+    def _started_intake(self) -> BackgroundCommits:
+        if self._intake is None:
+            raise PermanentError("the planner has not started: no consumer")
+        return self._intake
+
+    async def _poll(self, consumer: Consumer, timeout_s: float) -> list[Record] | None:
         """The next records; None when the broker failed (the planner is not ready meanwhile)."""
-        assert self._consumer is not None
         try:
-            records = await self._consumer.poll(max_records=self._settings.poll_max_records, timeout_s=timeout_s)
+            records = await consumer.poll(max_records=self._settings.poll_max_records, timeout_s=timeout_s)
         except TransientError as exc:
             self.ready = False
             log.warning("poll failed; retrying", extra={"error": str(exc)})
             return None
         self.ready = True
-        await self.metrics.observe_lag(self._consumer)
+        await self.metrics.observe_lag(consumer)
         return records
 
     async def _handle(self, taken: Taken, *, now: float, due: bool) -> None:
@@ -359,7 +356,7 @@ class Planner:
         (decoding touches no state: the next batch is decided only after this one is published)."""
         write = asyncio.create_task(self._persist(events, now=now))
         try:
-            records = await self._poll(0.0)
+            records = await self._poll(self._started_intake().consumer, 0.0)
             if records:
                 self._prefetched = self._decision.decode(records, self.checkpoint, now=self._clock.now())
         finally:
@@ -439,8 +436,8 @@ class Planner:
 
     async def commits_settled(self) -> None:
         """Until every batch's offsets have been committed (or the commit failed: harmless)."""
-        if self._commits is not None:
-            await self._commits.settled()
+        if self._intake is not None:
+            await self._intake.settled()
 
     def _poll_timeout(self) -> float:
         timeout = self._settings.poll_timeout_s
