@@ -47,6 +47,7 @@ from mode import ServiceT
 from rollout_adapters import faust_message_dispatch, faust_uncommitted_seek, kafka_fetcher_close, kafka_records
 from rollout_adapters.faust_commit_gap import install as rewind_commit_gaps
 from rollout_adapters.faust_credentials import broker_credentials
+from rollout_adapters.faust_read_position import committed_offset, highwater
 from rollout_adapters.memory_bus import kafka_partition
 from rollout_common.dead_letters import dead_letter
 from rollout_common.envelope import decode, encode
@@ -128,17 +129,6 @@ def _install_client_fixes() -> None:
     rewind_commit_gaps()  # faust never commits a partition again past records it skipped
     # faust made four tasks for every record it handed to the agent's stream
     faust_message_dispatch.install()
-
-
-def _highwater(consumer: Any, tp: TP) -> int | None:
-    """The partition's end offset at its last fetch; None when not known (not fetched yet, or no
-    longer assigned: aiokafka's consumer thread learns of a rebalance before this one's signals,
-    and asserts the partition is assigned)."""
-    try:
-        highwater: int | None = consumer.highwater(tp)
-    except Exception:  # whatever the consumer raises here, the answer is "not known"
-        return None
-    return highwater
 
 
 def _monitor_app(settings: MonitorSettings) -> MonitorApp:
@@ -387,15 +377,14 @@ class HealthMonitor:
 
     def _read_through(self, now: float) -> float:
         """The time up to which this worker has read its heartbeat partitions (`read_through`)."""
-        consumer: Any = self.app.consumer  # faust's, whose committed offsets are not in ConsumerT
+        consumer = self.app.consumer
         reads = []
         for tp in self._owned:
             judged = self._judged.get(tp.partition)
-            started_at = consumer._committed_offset.get(tp) or 0  # where faust began reading it
             reads.append(
                 PartitionRead(
-                    next_offset=started_at if judged is None else judged[0] + 1,
-                    highwater=_highwater(consumer, tp),
+                    next_offset=committed_offset(consumer, tp) if judged is None else judged[0] + 1,
+                    highwater=highwater(consumer, tp),
                     newest_at=None if judged is None else judged[1],
                 )
             )
