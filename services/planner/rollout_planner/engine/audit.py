@@ -2,16 +2,21 @@
 
 The engine never rescans the fleet per event; this module does, so tests can prove after every
 decision that the running counters equal a count from scratch, that no cluster is in flight twice,
-that the keyed cluster timers are the pending ones, and that every run's last move is one the run
-table allows (STAT-2).
+that the keyed cluster timers are the pending ones, that every run's last move is one the run
+table allows (STAT-2), and that no track of a rollout goes on at a stage where a check halted it
+(CHK-2).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from rollout_common.status import StageState
+from rollout_planner.engine.gates.checks import halted
 from rollout_planner.engine.model import TRACK_INDEXES, ClusterRec, EngineState, PartitionRec, StageRec
 from rollout_planner.engine.runs import allowed
+
+_GOING_ON = frozenset((StageState.IN_PROGRESS, StageState.SOAKING, StageState.FORCED_SOAKING))
 
 
 def audit(state: EngineState) -> list[str]:
@@ -20,6 +25,7 @@ def audit(state: EngineState) -> list[str]:
     for stage in state.stages:
         problems += _partitions(state, stage, everyone)
         problems += _runs(state, stage, everyone)
+        problems += _halts(stage)
     problems += _in_flight(state, everyone)
     problems += _cluster_timers(state)
     return problems
@@ -98,6 +104,21 @@ def _runs(state: EngineState, stage: StageRec, everyone: list[ClusterRec]) -> li
                     f"{stage.spec.name}/{track}/{run.rollout_id}: moved {run.prior.value} -> {run.state.value}, "
                     "which the run table does not allow"
                 )
+    return problems
+
+
+def _halts(stage: StageRec) -> list[str]:
+    """CHK-2 halts the rollout at the stage: while one of its tracks there is halted, none goes on
+    (upgrading or soaking), a track that reached the stage after the halt included."""
+    problems: list[str] = []
+    runs = [run for track in TRACK_INDEXES for run in stage.runs[track].values()]
+    halted_ids = {run.rollout_id for run in runs if halted(run)}
+    for run in runs:
+        if run.rollout_id in halted_ids and run.state in _GOING_ON:
+            problems.append(
+                f"{stage.spec.name}/{run.track}/{run.rollout_id}: {run.state.value} while a check halts the "
+                "rollout at the stage (CHK-2)"
+            )
     return problems
 
 
