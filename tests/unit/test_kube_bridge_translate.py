@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import hypothesis.strategies as st
+from hypothesis import given
+
 from rollout_adapters.kube_bridge.progress import fold
 from rollout_adapters.kube_bridge.translate import (
     approval_for,
@@ -149,6 +152,49 @@ def test_the_rollout_stage_is_the_furthest_a_track_reached_whatever_order_the_tr
         ),
     )
     assert (cancelled["stage"], cancelled["stagesReached"]) == ("prod", ["canary", "prod"])
+
+
+_STAGES = ("canary", "staging", "prod", "edge")
+
+
+@st.composite
+def _two_tracks_interleaved(draw: st.DrawFn) -> tuple[list[StageTransition], int]:
+    """Each track goes through a prefix of the stages in order (a few transitions per stage); the two
+    streams are interleaved at random, as the progress topic may carry them. Also the furthest
+    stage index either reaches."""
+    streams: list[list[StageTransition]] = []
+    furthest = -1
+    for track in (Track.CONTROL_PLANE, Track.NODES):
+        reached = draw(st.integers(min_value=0, max_value=len(_STAGES) - 1))
+        furthest = max(furthest, reached)
+        stream = []
+        for stage in _STAGES[: reached + 1]:
+            for state in draw(st.lists(st.sampled_from(_MOVES), min_size=1, max_size=3)):
+                stream.append(
+                    StageTransition(rollout_id="main-1", stage=stage, track=track, state=state, reason="moved")
+                )
+        streams.append(stream)
+    order = draw(st.permutations([0] * len(streams[0]) + [1] * len(streams[1])))
+    taken = [iter(streams[0]), iter(streams[1])]
+    return [next(taken[i]) for i in order], furthest
+
+
+_MOVES = (StageState.IN_PROGRESS, StageState.SOAKING, StageState.AWAITING_APPROVAL, StageState.COMPLETE)
+
+
+@given(_two_tracks_interleaved())
+def test_the_printed_stage_is_the_furthest_reached_in_any_interleaving_of_the_tracks(
+    case: tuple[list[StageTransition], int],
+) -> None:
+    """STAT-5 under generated orders: whatever order the two tracks' transitions arrive in, the
+    rollout's stage is the furthest stage a track reached, and `stagesReached` is the sequence's
+    order up to it."""
+    models, furthest = case
+    status: dict[str, Any] = {}
+    for model in models:
+        status = fold(status, model)
+    assert status["stage"] == _STAGES[furthest]
+    assert status["stagesReached"] == list(_STAGES[: furthest + 1])
 
 
 def _approval(spec: dict[str, Any], *, generation: int = 1) -> dict[str, Any]:
