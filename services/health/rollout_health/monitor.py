@@ -41,12 +41,13 @@ from functools import partial
 from typing import Any, cast
 
 import faust
-from faust.types import TP, Message
+from faust.types import TP, CodecArg, Message
 from mode import ServiceT
 
 from rollout_adapters import faust_message_dispatch, faust_uncommitted_seek, kafka_fetcher_close, kafka_records
 from rollout_adapters.faust_commit_gap import install as rewind_commit_gaps
 from rollout_adapters.faust_credentials import broker_credentials
+from rollout_adapters.faust_msgspec_json import MsgspecJson
 from rollout_adapters.faust_read_position import committed_offset, highwater
 from rollout_adapters.memory_bus import kafka_partition
 from rollout_common.dead_letters import dead_letter
@@ -106,8 +107,15 @@ class MonitorApp(faust.App):
         await super().on_stop()
 
 
+_TABLE_CODEC = MsgspecJson()
+
+
 class KeyPartitionedTable(faust.Table[str, dict[str, Any]]):
-    """A table whose rows go to the partition of their key, inside or outside an event."""
+    """A table whose rows go to the partition of their key, inside or outside an event, written
+    and read as JSON by msgspec (the same bytes as faust's `json` codec, at a tenth of its cost)."""
+
+    def _serializer_from_type(self, typ: Any) -> CodecArg:
+        return _TABLE_CODEC
 
     def partition_for_key(self, key: Any) -> int:
         # `partitions` is the heartbeats topic's count: the table is co-partitioned with it
