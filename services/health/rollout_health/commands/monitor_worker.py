@@ -4,6 +4,7 @@ heartbeats into readiness changes; `monitor` supervises it (see `rollout_health.
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import faust
 
@@ -40,4 +41,9 @@ def run_monitor_worker(settings: MonitorSettings) -> None:
     # logger to DEBUG so it sees every record: every library's debug call then builds a record that
     # no handler prints (a fifth of a worker's CPU per heartbeat at WARNING).
     worker.spinner = None
+    # What exists now (the modules, classes and functions of faust, aiokafka, pydantic and ours,
+    # and the app) lives as long as the process, yet every full collection walks it again. Frozen,
+    # collections walk only what the worker makes from here on: in a run of 24,000 heartbeats
+    # judged in process, the full collection took 0.055 s instead of 0.096 s.
+    gc.freeze()
     worker.execute_from_commandline()
