@@ -16,12 +16,16 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from faust.serializers.codecs import get_codec
 
+from rollout_adapters.memory_bus import kafka_partition
 from rollout_common.envelope import decode, encode
 from rollout_common.events import Readiness
 from rollout_common.heartbeat import Heartbeat
 from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
 from rollout_devenv import KafkaBroker
+from rollout_health.partition_check import changelog_topic
+from rollout_health.settings import MonitorSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -171,6 +175,43 @@ async def test_heartbeats_become_readiness_changes_and_silence_becomes_stale(
     assert dict(letter.headers)["dlq_reason"].startswith(b"missing CloudEvents header")
     monitor_process.send_signal(signal.SIGTERM)
     assert monitor_process.wait(_STOP_S) == 0
+
+
+async def test_rows_reach_the_changelog_as_faust_writes_them_on_their_clusters_partitions(
+    kafka_bootstrap: str, topic_prefix: str, monitor_process: subprocess.Popen[bytes], heartbeats: Heartbeats
+) -> None:
+    """The table's changelog records, sent a batch per partition: the key and value bytes faust's
+    json codec writes, on the partition of the cluster's heartbeats (where a worker that takes the
+    partition over recovers them), one row per first heartbeat, saying what was published."""
+    prefix = f"{topic_prefix}."
+    await _topics_exist(kafka_bootstrap, {prefix + HEARTBEATS.name})
+    names = [f"edge-{i:02d}" for i in range(12)]
+    sent_at: dict[str, float] = {}
+    for name in names:
+        sent_at[name] = time.time()
+        await heartbeats.send(name, ready=True)
+    changelog = changelog_topic(MonitorSettings(topic_prefix=prefix))
+    rows = AIOKafkaConsumer(changelog, bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest")
+    await rows.start()
+    found: dict[bytes, tuple[int, bytes]] = {}
+    try:
+        async with asyncio.timeout(60):
+            while len(found) < len(names):
+                for tp, batch in (await rows.getmany(timeout_ms=300)).items():
+                    for message in batch:
+                        assert message.key is not None and message.value is not None
+                        found[message.key] = (tp.partition, message.value)
+    finally:
+        await rows.stop()
+    faust_json = get_codec("json")
+    assert sorted(found) == sorted(faust_json.dumps(name) for name in names)
+    for name in names:
+        partition, value = found[faust_json.dumps(name)]
+        assert partition == kafka_partition(name.encode(), HEARTBEATS.partitions), name
+        row = faust_json.loads(value)
+        assert (row["ready"], row["last_published"]) == (True, True), row
+        assert row["last_seen"] == pytest.approx(sent_at[name], abs=5.0)
+        assert value == faust_json.dumps(row)  # the bytes faust's own codec writes for this row
 
 
 async def test_bad_heartbeats_are_dead_lettered_with_a_reason_and_the_monitor_goes_on(

@@ -45,6 +45,7 @@ from faust.types import TP, CodecArg, Message
 from mode import ServiceT
 
 from rollout_adapters import faust_message_dispatch, faust_uncommitted_seek, kafka_fetcher_close, kafka_records
+from rollout_adapters.faust_changelog_batch import ChangelogBatch
 from rollout_adapters.faust_commit_gap import install as rewind_commit_gaps
 from rollout_adapters.faust_credentials import broker_credentials
 from rollout_adapters.faust_msgspec_json import MsgspecJson
@@ -217,6 +218,7 @@ class HealthMonitor:
             extra_topic_configs=changelog_configs(settings),
         )
         self.app.tables.add(self.table)
+        self._rows = ChangelogBatch(self.table)
         self.readiness_topic = prefix + READINESS.name
         self.dead_letter_topic = prefix + DEAD_LETTER.name
 
@@ -256,6 +258,7 @@ class HealthMonitor:
     async def _on_message(self, message: Message, *, finished: Callable[[], object]) -> Readiness | None:
         in_flight = self._in_flight
         in_flight.check()
+        self._rows.check()
         if in_flight.full:
             await in_flight.room()
             in_flight.check()
@@ -277,6 +280,8 @@ class HealthMonitor:
         return judged
 
     async def _forget_owned(self, _sender: Any, /, *_: Any, signal: Any, **__: Any) -> None:
+        # the rows written so far go to the changelog before the partitions move on
+        await self._rows.settled()
         self._inbox.reset()
         self._known.clear()
         self._seen.clear()
@@ -327,10 +332,9 @@ class HealthMonitor:
 
         def write_row() -> None:
             # after the readiness is acknowledged: a row never says "published" before it is
-            self.table[cluster] = state.model_dump()
+            self._rows.put(cluster, state.model_dump(), done=finished)
             if self._unwritten.get(cluster) is state:
                 del self._unwritten[cluster]
-            finished()
 
         return write_row
 
