@@ -259,6 +259,9 @@ class HealthMonitor:
         in_flight = self._in_flight
         in_flight.check()
         self._rows.check()
+        if self._rows.full:
+            await self._rows.room()
+            self._rows.check()
         if in_flight.full:
             await in_flight.room()
             in_flight.check()
