@@ -46,6 +46,12 @@ class HealthMetrics:
             "heartbeat partition furthest behind, at most staleness_limit_s (0: read to the end)",
             registry=self.registry,
         )
+        self.rows_looked_at = Counter(
+            "rollout_health_rows_looked_at",
+            "Rows the staleness timer judged: those whose silence could be due, changed since its last tick, "
+            "in their republish turn, or all of them after a rebalance",
+            registry=self.registry,
+        )
         self.rows_expired = Counter(
             "rollout_health_rows_expired",
             "Rows the monitor dropped after row_expiry_s of silence (unknown, mistyped or decommissioned names)",

@@ -21,6 +21,8 @@
   row's time (a row is checkpointed, and an offset is committed only once the heartbeats before it
   are within that of their rows): its silence counts from the row's time plus that, so a takeover
   neither calls a cluster stale early nor, since the row's time is fixed, keeps it fresh.
+  A tick judges only the rows whose silence could be due by now, that changed since the last
+  tick, or whose republish turn it is (`silence_schedule`); all of them after a rebalance.
 
 A row's changelog partition is the one Kafka's default partitioner gives its cluster name, as
 for the heartbeats (keyed by cluster): the timer writes outside any event, where faust cannot
@@ -67,6 +69,7 @@ from rollout_health.outbox import FaustOutbox, Outbox
 from rollout_health.partition_check import TABLE_NAME
 from rollout_health.read_through import PartitionRead, judged_until
 from rollout_health.settings import MonitorSettings
+from rollout_health.silence_schedule import SilenceSchedule
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +193,8 @@ class HealthMonitor:
         # partitions are revoked: another worker may own them, and see newer heartbeats, meanwhile.
         self._known: dict[str, ClusterHealth] = {}
         self._seen: dict[str, float] = {}
+        # which rows the staleness timer looks at on its next tick (not all of them)
+        self._schedule = SilenceSchedule()
         # How far this worker has judged each heartbeat partition it owns (`read_through`): the
         # partitions from faust's assignment, and per partition the last offset judged and the
         # newest record time, since it was assigned.
@@ -290,10 +295,12 @@ class HealthMonitor:
         self._seen.clear()
         self._owned = set()
         self._judged.clear()
+        self._schedule.rescan()
 
     async def _note_owned(self, _sender: Any, /, *args: Any, signal: Any, **__: Any) -> None:
         (assigned,) = args  # faust's whole new assignment
         self._owned = {tp for tp in assigned if tp.topic == self._heartbeats_topic}
+        self._schedule.rescan()  # and once more when the table has recovered the new partitions' rows
 
     async def on_record(self, record: Record, *, finished: Callable[[], object] = lambda: None) -> Readiness | None:
         """The record judged, its readiness (if any) queued, and its row scheduled. Publishing stays
@@ -332,6 +339,7 @@ class HealthMonitor:
         self._unwritten[cluster] = state
         self._known[cluster] = state
         self._seen.pop(cluster, None)  # the row has its time
+        self._schedule.look_soon(cluster)
 
         def write_row() -> None:
             # after the readiness is acknowledged: a row never says "published" before it is
@@ -361,6 +369,8 @@ class HealthMonitor:
             if seen_at < self._seen.get(cluster, previous.last_seen):
                 return cluster, previous, previous, None  # older than what we have: it changes nothing
             if changes_nothing(previous, heartbeat):
+                if cluster not in self._known:
+                    self._schedule.look_soon(cluster)  # its grace ends: its silence may be due sooner
                 self._known[cluster] = previous  # heard from since the rebalance (the timer's grace ends)
                 self._seen[cluster] = seen_at
                 if seen_at - previous.last_seen < self._settings.checkpoint_interval_s:
@@ -373,22 +383,49 @@ class HealthMonitor:
         now = self._read_through(self._clock())
         published: list[Readiness] = []
         self._ticks += 1
-        for cluster, row in list(self.table.items()):
-            if cluster in self._unwritten:
-                continue  # a heartbeat was just judged: not silent, and its own readiness is on its way
-            due = self._silence_due(cluster, row, now=now)
-            if due is None:
-                continue
+        app, table, schedule = self.app, self.table, self._schedule
+        due = schedule.due(
+            now=now,
+            group=self._republish_turn(),
+            everything=table.keys,
+            settled=not (app.rebalancing or app.in_recovery),
+        )
+        self.metrics.rows_looked_at.inc(len(due))
+        for cluster in due:
+            row = table.get(cluster)
+            if row is None:
+                schedule.forget(cluster)
+            elif cluster in self._unwritten:
+                schedule.look_soon(cluster)  # a heartbeat was just judged: its readiness is on its way
+            else:
+                said = await self._look(cluster, row, now=now)
+                if said is not None:
+                    published.append(said)
+        return published
+
+    async def _look(self, cluster: str, row: Mapping[str, Any], *, now: float) -> Readiness | None:
+        """What the timer says of `cluster` now (a stale mark, readiness again, or nothing), and when
+        it must look at it next."""
+        said = None
+        due = self._silence_due(cluster, row, now=now)
+        if due is not None:
             current, grace = due
             state, readiness = after_silence(
                 cluster, current, now=now, staleness_limit_s=self._settings.staleness_limit_s, grace_s=grace
             )
             if readiness is not None:
                 await self._mark_stale(cluster, state, readiness)
-                published.append(readiness)
+                said = readiness
             elif current.last_published is not None and self._republish_due(cluster):
-                published.append(await self._say_again(cluster, current))
-        return published
+                said = await self._say_again(cluster, current)
+        kept = self.table.get(cluster)
+        if kept is not None:  # not expired
+            current, grace, last_seen = self._silence_basis(cluster, kept)
+            settings = self._settings
+            # silent past the limit: a stale mark, unless it was published not ready (then only its expiry)
+            wait = settings.staleness_limit_s if current.last_published is not False else settings.row_expiry_s
+            self._schedule.later(cluster, at=last_seen + grace + wait, group=self._republish_group(cluster))
+        return said
 
     def _read_through(self, now: float) -> float:
         """The time up to which this worker has read its heartbeat partitions (`read_through`)."""
@@ -407,17 +444,21 @@ class HealthMonitor:
         self.metrics.judged_behind.set(now - read_to)
         return read_to
 
-    def _silence_due(self, cluster: str, row: Mapping[str, Any], *, now: float) -> tuple[ClusterHealth, float] | None:
-        """The cluster's row (with its newest heartbeat's time) and its grace, when its silence or its
-        republish turn calls for something this tick; None when not (a row silent past its expiry is
-        dropped here)."""
+    def _silence_basis(self, cluster: str, row: Mapping[str, Any]) -> tuple[ClusterHealth, float, float]:
+        """The cluster's row as this worker knows it, the grace its silence gets, and its newest
+        heartbeat's time."""
         current, grace = self._known.get(cluster), 0.0
         if current is None:
             # not heard from since this worker took its partition: the previous owner may have
             # seen heartbeats up to a checkpoint interval after the row's time (see the module)
             current, grace = ClusterHealth.model_validate(row), self._settings.checkpoint_interval_s
-        # Numbers first: most clusters, most ticks, need nothing, and models cost.
-        last_seen = max(current.last_seen, self._seen.get(cluster, current.last_seen))
+        return current, grace, max(current.last_seen, self._seen.get(cluster, current.last_seen))
+
+    def _silence_due(self, cluster: str, row: Mapping[str, Any], *, now: float) -> tuple[ClusterHealth, float] | None:
+        """The cluster's row (with its newest heartbeat's time) and its grace, when its silence or its
+        republish turn calls for something this tick; None when not (a row silent past its expiry is
+        dropped here)."""
+        current, grace, last_seen = self._silence_basis(cluster, row)
         stale = current.last_published is not False and now - last_seen >= self._settings.staleness_limit_s + grace
         if not stale and now - last_seen >= self._settings.row_expiry_s + grace:
             self._expire(cluster)
@@ -458,16 +499,28 @@ class HealthMonitor:
         del self.table[cluster]  # and a tombstone in the changelog
         self._known.pop(cluster, None)
         self._seen.pop(cluster, None)
+        self._schedule.forget(cluster)
         self.metrics.rows_expired.inc()
         log.info("%s: no heartbeat for %.0f s; its row is dropped", cluster, self._settings.row_expiry_s)
 
     def _republish_due(self, cluster: str) -> bool:
         """Each cluster once per republish interval, spread over the timer's ticks by name."""
+        group = self._republish_group(cluster)
+        return group is not None and group == self._republish_turn()
+
+    def _republish_buckets(self) -> int | None:
         interval = self._settings.republish_interval_s
-        if interval <= 0:
-            return False
-        buckets = max(1, round(interval / self._settings.check_interval_s))
-        return zlib.crc32(cluster.encode()) % buckets == self._ticks % buckets
+        return None if interval <= 0 else max(1, round(interval / self._settings.check_interval_s))
+
+    def _republish_group(self, cluster: str) -> int | None:
+        """The ticks on which `cluster`'s readiness is said again (None: never)."""
+        buckets = self._republish_buckets()
+        return None if buckets is None else zlib.crc32(cluster.encode()) % buckets
+
+    def _republish_turn(self) -> int | None:
+        """The republish group whose turn this tick is."""
+        buckets = self._republish_buckets()
+        return None if buckets is None else self._ticks % buckets
 
     def _row(self, cluster: str) -> ClusterHealth | None:
         """The cluster's row as last decided: unwritten, known since the rebalance, or the table's."""
