@@ -44,12 +44,14 @@ from typing import Any, cast
 
 import faust
 from faust.types import TP, CodecArg, Message
+from faust.types.transports import TransportT
 from mode import ServiceT
 
 from rollout_adapters import faust_message_dispatch, faust_uncommitted_seek, kafka_fetcher_close, kafka_records
 from rollout_adapters.faust_changelog_batch import ChangelogBatch
 from rollout_adapters.faust_commit_gap import install as rewind_commit_gaps
 from rollout_adapters.faust_credentials import broker_credentials
+from rollout_adapters.faust_fetch_wait import FetchWait, FetchWaitTransport
 from rollout_adapters.faust_msgspec_json import MsgspecJson
 from rollout_adapters.faust_read_position import committed_offset, highwater
 from rollout_adapters.memory_bus import kafka_partition
@@ -92,8 +94,14 @@ def _exit_stopping() -> None:
 
 
 class MonitorApp(faust.App):
-    """faust's app, whose stop ends within `STOP_BOUND_S` whether the broker answers or not, and
-    which keeps no per-message statistics unless its web page is served."""
+    """faust's app, whose stop ends within `STOP_BOUND_S` whether the broker answers or not, which
+    keeps no per-message statistics unless its web page is served, and whose consumer's fetches wait
+    for `fetch_wait` (`faust_fetch_wait`)."""
+
+    fetch_wait: FetchWait | None = None
+
+    def _new_transport(self) -> TransportT:
+        return FetchWaitTransport(self.conf.broker_consumer, self)
 
     def on_init_dependencies(self) -> Iterable[ServiceT]:
         dependencies = super().on_init_dependencies()
@@ -144,7 +152,7 @@ def _install_client_fixes() -> None:
 
 
 def _monitor_app(settings: MonitorSettings) -> MonitorApp:
-    return MonitorApp(
+    app = MonitorApp(
         settings.group(settings.app_id),
         # one URL per host: faust reads "kafka://a:1,b:2" as a single host named "a:1,b:2"
         broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap.split(",") if host.strip()],
@@ -166,6 +174,10 @@ def _monitor_app(settings: MonitorSettings) -> MonitorApp:
         key_serializer="raw",
         value_serializer="json",
     )
+    app.fetch_wait = FetchWait(
+        min_bytes=settings.fetch_min_bytes, max_wait_ms=max(1, round(settings.fetch_max_wait_s * 1000))
+    )
+    return app
 
 
 class HealthMonitor:

@@ -1,0 +1,39 @@
+"""The monitor's consumer lets the broker gather heartbeats into a fetch (issue 21): faust's own
+asks for a fetch as soon as one record is there."""
+
+from __future__ import annotations
+
+import pytest
+from test_monitor_agent import FakeClock, RecordingOutbox, running_monitor
+
+from rollout_adapters.faust_fetch_wait import FetchWait
+from rollout_health.settings import MonitorSettings
+
+session_loop = pytest.mark.asyncio(loop_scope="session")
+
+
+@session_loop
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        (MonitorSettings(), (256 * 1024, 100)),
+        (MonitorSettings(fetch_min_bytes=1, fetch_max_wait_s=1.5), (1, 1500)),
+    ],
+)
+async def test_the_consumer_faust_builds_waits_for_the_configured_batch(
+    settings: MonitorSettings, expected: tuple[int, int]
+) -> None:
+    with running_monitor(settings, RecordingOutbox(), FakeClock(1000.0)) as made:
+        assert made.app.fetch_wait == FetchWait(min_bytes=expected[0], max_wait_ms=expected[1])
+        thread = made.app.consumer._thread
+        consumer = thread._create_worker_consumer(made.app.transport)  # what faust starts on assignment
+        try:
+            assert (consumer._fetch_min_bytes, consumer._fetch_max_wait_ms) == expected
+            assert consumer._group_id == made.app.conf.id  # faust's own settings otherwise
+        finally:
+            await consumer.stop()
+
+
+def test_a_fetch_wait_beyond_faust_s_own_is_refused_naming_the_field() -> None:
+    with pytest.raises(ValueError, match="fetch_max_wait_s"):
+        MonitorSettings(fetch_max_wait_s=2.0)
