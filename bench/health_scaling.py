@@ -17,6 +17,8 @@ reporter's default interval), saying what the first said. Nothing is published; 
 the group has committed every heartbeat. At the default `checkpoint_interval_s` (120 s) one in four
 of them writes its cluster's row. CPU per heartbeat is the figure: wall time includes faust's commit
 interval (about 3 s), and on this shared 2-core machine CPU is what the limits are judged on.
+With `--rate` the rounds are produced at that many heartbeats a second per worker, as a fleet's
+reporters send them, instead of all at once (a backlog the workers read in large fetches).
 
 The in-process profile runs the monitor's `on_record` (decode, judge, readiness encoded and queued,
 table row and its changelog record) over first heartbeats with an outbox that acknowledges at once,
@@ -132,7 +134,15 @@ async def _all_committed(bootstrap: str, group: str, topic: str, *, partitions: 
 
 
 async def one_run(
-    bootstrap: str, workers: int, clusters: int, log_dir: Path, *, kind: str = "first", rounds: int = 0, partitions: int
+    bootstrap: str,
+    workers: int,
+    clusters: int,
+    log_dir: Path,
+    *,
+    kind: str = "first",
+    rounds: int = 0,
+    partitions: int,
+    rate: float = 0.0,
 ) -> HealthRun:
     load_before = load_average()
     prefix = fresh_prefix(f"health{workers}")
@@ -201,7 +211,7 @@ async def one_run(
             idle_per_s = await _idle_cpu_per_s(services)
             cpu_before = _tree_cpu_s(services)
             start = time.perf_counter()
-            await produce_all(bootstrap, prefix + HEARTBEATS.name, steady)
+            await produce_all(bootstrap, prefix + HEARTBEATS.name, steady, rate=rate)
             await _all_committed(
                 bootstrap,
                 prefix + APP_ID,
@@ -250,9 +260,12 @@ async def measure_async(
     kind: str = "first",
     rounds: int = 0,
     partitions: int = HEARTBEATS.partitions,
+    rate: float = 0.0,
 ) -> list[HealthRun]:
     runs = [
-        await one_run(bootstrap, n, per_worker * n, log_dir, kind=kind, rounds=rounds, partitions=partitions)
+        await one_run(
+            bootstrap, n, per_worker * n, log_dir, kind=kind, rounds=rounds, partitions=partitions, rate=rate * n
+        )
         for n in workers
     ]
     base = next((r.readiness_per_s for r in runs if r.workers == 1), None)
@@ -352,11 +365,19 @@ def measure(
     kind: str = "first",
     rounds: int = 0,
     partitions: int = HEARTBEATS.partitions,
+    rate: float = 0.0,
 ) -> list[HealthRun]:
     with infrastructure(bootstrap, None) as infra, tempfile.TemporaryDirectory(prefix="bench-health-") as tmp:
         return asyncio.run(
             measure_async(
-                infra.bootstrap, workers, per_worker, Path(tmp), kind=kind, rounds=rounds, partitions=partitions
+                infra.bootstrap,
+                workers,
+                per_worker,
+                Path(tmp),
+                kind=kind,
+                rounds=rounds,
+                partitions=partitions,
+                rate=rate,
             )
         )
 
@@ -370,6 +391,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kind", choices=["first", "steady"], default="first", help="first heartbeats, or at rest")
     parser.add_argument("--rounds", type=int, default=8, help="steady: heartbeats per cluster after its first")
     parser.add_argument("--partitions", type=int, default=HEARTBEATS.partitions, help="of the heartbeats topic")
+    parser.add_argument(
+        "--rate", type=float, default=0.0, help="steady: heartbeats a second per worker, paced (0: all at once)"
+    )
     parser.add_argument("--profile-records", type=int, default=0, help="profile the monitor in process instead")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -383,6 +407,7 @@ def main(argv: list[str] | None = None) -> None:
         kind=args.kind,
         rounds=args.rounds if args.kind == "steady" else 0,
         partitions=args.partitions,
+        rate=args.rate,
     )
     out: list[dict[str, Any]] = [asdict(r) for r in runs]
     print(json.dumps(out) if args.json else json.dumps(out, indent=1))

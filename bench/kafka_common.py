@@ -69,18 +69,30 @@ def fresh_prefix(what: str) -> str:
     return f"bench-{what}-{uuid.uuid4().hex[:8]}."
 
 
+PACE_EVERY = 50  # a paced producer sleeps off its lead every this many messages
+
+
 async def produce_all(
-    bootstrap: str, topic: str, messages: Iterable[tuple[bytes, bytes, dict[str, bytes]]], *, window: int = 5_000
+    bootstrap: str,
+    topic: str,
+    messages: Iterable[tuple[bytes, bytes, dict[str, bytes]]],
+    *,
+    window: int = 5_000,
+    rate: float = 0.0,
 ) -> int:
-    """Send (key, value, headers) with batching, waiting for every acknowledgement; returns the count."""
+    """Send (key, value, headers) with batching, waiting for every acknowledgement; returns the count.
+    With a `rate` (messages a second) they are sent at that pace, as a fleet's reporters would."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all", enable_idempotence=True)
     await producer.start()
     sent = 0
+    started = time.perf_counter()
     try:
         pending: list[Any] = []
         for key, value, headers in messages:
             pending.append(await producer.send(topic, value, key=key, headers=list(headers.items())))
             sent += 1
+            if rate > 0 and sent % PACE_EVERY == 0 and (ahead := sent / rate - (time.perf_counter() - started)) > 0:
+                await asyncio.sleep(ahead)
             if len(pending) >= window:
                 await asyncio.gather(*pending)
                 pending.clear()
