@@ -16,7 +16,7 @@ session_loop = pytest.mark.asyncio(loop_scope="session")
 @pytest.mark.parametrize(
     ("settings", "expected"),
     [
-        (MonitorSettings(), (256 * 1024, 100)),
+        (MonitorSettings(), (1024 * 1024, 250)),
         (MonitorSettings(fetch_min_bytes=1, fetch_max_wait_s=1.5), (1, 1500)),
     ],
 )

@@ -165,13 +165,13 @@ class MonitorSettings(_Common):
         "(the agent never waits to fill a batch; the broker may hold a fetch, see fetch_min_bytes)",
     )
     fetch_min_bytes: int = Field(
-        default=256 * 1024,
+        default=1024 * 1024,
         ge=1,
         description="the broker holds a heartbeat fetch until this many bytes have arrived (or fetch_max_wait_s): "
         "a fleet at rest is read a batch at a time, not a record at a time, at about half the CPU per heartbeat",
     )
     fetch_max_wait_s: float = Field(
-        default=0.1,
+        default=0.25,
         gt=0.0,
         le=1.5,
         description="the longest the broker holds a heartbeat fetch for fetch_min_bytes: the most a heartbeat "
