@@ -68,6 +68,7 @@ STALENESS_LIMIT_S = 90.0  # the monitor's default
 # back, more than a worker ever judges behind (the staleness limit) plus the readiness lag.
 BEATS_KEPT = 16
 SAMPLE_EVERY_S = 0.2
+STRETCH_S = 30.0  # the result's lags by stretch of the run
 TICK_S = 0.02  # the producer tops up its budget this often
 LIMIT_READINESS_P99_S = 2.0  # issue 21's limit at 10,000 heartbeats/s
 LIMIT_RATE = 10_000.0
@@ -153,6 +154,10 @@ class SoakHealthResult:
     # where the run stood when the drain ran out ("" when it drained): which side stopped
     stalled: str = ""
     readiness_changes_absorbed: int = 0  # flips to not ready of a cluster a stale mark made not ready
+    # per `STRETCH_S` of the run, from its start: the heartbeat lag's largest sample, and the p99 of
+    # the readiness lags of the flips produced in it (which stretch a lag belongs to)
+    heartbeat_lag_max_by_stretch: list[float] = field(default_factory=list)
+    readiness_lag_p99_by_stretch: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -175,6 +180,9 @@ class _Tracker:
     )
     heartbeat_lags: list[float] = field(default_factory=list)
     readiness_lags: list[float] = field(default_factory=list)
+    # the same lags with when they were sampled / when their flip was produced
+    heartbeat_lags_at: list[tuple[float, float]] = field(default_factory=list)
+    readiness_lags_at: list[tuple[float, float]] = field(default_factory=list)
     decision_lags: list[float] = field(default_factory=list)
     changes_seen: int = 0
     stale_marks: int = 0
@@ -322,6 +330,7 @@ def _readiness_record(tracker: _Tracker, body: dict[str, Any], partition: int, o
     if flipped is not None:
         tracker.changes_seen += 1
         tracker.readiness_lags.append(at - flipped)
+        tracker.readiness_lags_at.append((flipped, at - flipped))
 
 
 async def _sample_commits(bootstrap: str, prefix: str, tracker: _Tracker) -> None:
@@ -337,6 +346,7 @@ async def _sample_commits(bootstrap: str, prefix: str, tracker: _Tracker) -> Non
                 while beats and beats[0][0] < monitors.get(partition, 0):
                     beats.popleft()
                 tracker.heartbeat_lags.append(now - beats[0][1] if beats else 0.0)
+                tracker.heartbeat_lags_at.append((now, tracker.heartbeat_lags[-1]))
             for partition, records in tracker.readiness.items():
                 while records and records[0][0] < planner.get(partition, 0):
                     tracker.decision_lags.append(now - records.popleft()[1])
@@ -529,6 +539,7 @@ async def run_async(
         )
         tasks.append(asyncio.create_task(_sample_commits(bootstrap, prefix, tracker)))
         cpu_before = _cpu_by_role(services)
+        run_started = time.time()
         took_s, produced = await _produce(
             producer,
             prefix + HEARTBEATS.name,
@@ -582,6 +593,10 @@ async def run_async(
         readiness_undecided=sum(len(records) for records in tracker.readiness.values()),
         heartbeat_lag=Lag.of(tracker.heartbeat_lags),
         readiness_lag=Lag.of(tracker.readiness_lags),
+        heartbeat_lag_max_by_stretch=_by_stretch(tracker.heartbeat_lags_at, run_started, seconds, max),
+        readiness_lag_p99_by_stretch=_by_stretch(
+            tracker.readiness_lags_at, run_started, seconds, lambda lags: percentile(sorted(lags), 0.99)
+        ),
         decision_lag=Lag.of(tracker.decision_lags),
         stage_advances=stage_advances,
         cpu_s={role: round(cpu_after[role] - cpu_before[role], 1) for role in cpu_after},
@@ -590,6 +605,31 @@ async def run_async(
         load=f"{load_before} before, {load_average()} after",
         stalled=stalled,
     )
+
+
+def _stretch_lines(result: SoakHealthResult) -> list[str]:
+    """The lags by stretch of the run, where the run recorded them (runs before 2026-12-03 did not)."""
+    if not result.heartbeat_lag_max_by_stretch:
+        return []
+    return [
+        f"- By {STRETCH_S:g} s of the run: the heartbeat lag's largest sample "
+        + ", ".join(f"{v:.1f}" for v in result.heartbeat_lag_max_by_stretch)
+        + " s; the readiness lag's p99 of the flips produced in it "
+        + ", ".join(f"{v:.1f}" for v in result.readiness_lag_p99_by_stretch)
+        + " s."
+    ]
+
+
+def _by_stretch(
+    lags_at: list[tuple[float, float]], started: float, seconds: float, summary: Callable[[list[float]], float]
+) -> list[float]:
+    """`summary` of the lags in each `STRETCH_S` of the run (nan where none), from `started`."""
+    stretches: list[list[float]] = [[] for _ in range(max(1, math.ceil(seconds / STRETCH_S)))]
+    for at, lag in lags_at:
+        index = int((at - started) // STRETCH_S)
+        if 0 <= index < len(stretches):
+            stretches[index].append(lag)
+    return [round(summary(lags), 3) if lags else float("nan") for lags in stretches]
 
 
 def _cpu_by_role(services: Services) -> dict[str, float]:
@@ -701,6 +741,7 @@ def section(result: SoakHealthResult, *, when: str) -> list[str]:
             if held
             else f": this run was at {result.produced_rate:,.0f}/s, not {LIMIT_RATE:,.0f}/s (the limit stays)."
         ),
+        *_stretch_lines(result),
         "- Where the CPU went over the run: "
         + ", ".join(
             f"{role} {result.cpu_s[role]:.1f} s ({cores[role]:.2f} cores, {per_beat_us[role]:.0f} µs per heartbeat)"
