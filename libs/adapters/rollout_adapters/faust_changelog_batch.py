@@ -25,6 +25,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from rollout_adapters.faust_producer import client_producer
+
 log = logging.getLogger("rollout.health")
 
 Done = Callable[[], object]
@@ -47,7 +49,7 @@ class ChangelogBatch:
         """`value` is the row of `key` from now on; `done` runs once the broker acknowledged its
         changelog record (at once, when it goes through faust's own path)."""
         table = self._table
-        producer = _client_producer(table)
+        producer = client_producer(table.app)
         if producer is None:
             table[key] = value
             done()
@@ -127,11 +129,6 @@ class ChangelogBatch:
         log.error("a table changelog send failed", extra={"error": repr(exc)})
         if self.failure is None:
             self.failure = exc
-
-
-def _client_producer(table: Any) -> Any:
-    """aiokafka's producer under faust's, once started; None before."""
-    return getattr(table.app.producer, "_producer", None)
 
 
 __all__ = ["ChangelogBatch"]

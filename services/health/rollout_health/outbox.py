@@ -8,6 +8,8 @@ from typing import Any, Protocol
 
 import faust
 
+from rollout_adapters.faust_producer import client_producer
+
 
 class Outbox(Protocol):
     async def send(self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes]) -> None:
@@ -33,7 +35,7 @@ class FaustOutbox:
     async def send_soon(
         self, topic: str, *, key: bytes | None, value: bytes, headers: Mapping[str, bytes]
     ) -> asyncio.Future[Any]:
-        client = getattr(self._app.producer, "_producer", None)  # aiokafka's, once faust started it
+        client = client_producer(self._app)
         if client is not None:
             # aiokafka's send: the record queued in order per partition (the key's, as faust would
             # choose), one future for its ack; faust's own send adds a message object, a buffer
