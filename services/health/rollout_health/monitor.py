@@ -418,21 +418,20 @@ class HealthMonitor:
     async def _look(self, cluster: str, row: Mapping[str, Any], *, now: float) -> Readiness | None:
         """What the timer says of `cluster` now (a stale mark, readiness again, or nothing), and when
         it must look at it next."""
+        current, grace, last_seen = self._silence_basis(cluster, row)
         said = None
-        due = self._silence_due(cluster, row, now=now)
+        due = self._silence_due(cluster, current, grace=grace, last_seen=last_seen, now=now)
         if due is not None:
-            current, grace = due
             state, readiness = after_silence(
-                cluster, current, now=now, staleness_limit_s=self._settings.staleness_limit_s, grace_s=grace
+                cluster, due, now=now, staleness_limit_s=self._settings.staleness_limit_s, grace_s=grace
             )
             if readiness is not None:
                 await self._mark_stale(cluster, state, readiness)
                 said = readiness
-            elif current.last_published is not None and self._republish_due(cluster):
-                said = await self._say_again(cluster, current)
-        kept = self.table.get(cluster)
-        if kept is not None:  # not expired
-            current, grace, last_seen = self._silence_basis(cluster, kept)
+                current, grace, last_seen = state, 0.0, state.last_seen  # as `_mark_stale` keeps it
+            elif due.last_published is not None and self._republish_due(cluster):
+                said = await self._say_again(cluster, due)
+        if cluster in self.table:  # not expired
             settings = self._settings
             # silent past the limit: a stale mark, unless it was published not ready (then only its expiry)
             wait = settings.staleness_limit_s if current.last_published is not False else settings.row_expiry_s
@@ -466,11 +465,12 @@ class HealthMonitor:
             current, grace = ClusterHealth.model_validate(row), self._settings.checkpoint_interval_s
         return current, grace, max(current.last_seen, self._seen.get(cluster, current.last_seen))
 
-    def _silence_due(self, cluster: str, row: Mapping[str, Any], *, now: float) -> tuple[ClusterHealth, float] | None:
-        """The cluster's row (with its newest heartbeat's time) and its grace, when its silence or its
-        republish turn calls for something this tick; None when not (a row silent past its expiry is
-        dropped here)."""
-        current, grace, last_seen = self._silence_basis(cluster, row)
+    def _silence_due(
+        self, cluster: str, current: ClusterHealth, *, grace: float, last_seen: float, now: float
+    ) -> ClusterHealth | None:
+        """The cluster's row with its newest heartbeat's time, when its silence or its republish turn
+        calls for something this tick; None when not (a row silent past its expiry is dropped here).
+        `current`, `grace` and `last_seen` are its `_silence_basis`."""
         stale = current.last_published is not False and now - last_seen >= self._settings.staleness_limit_s + grace
         if not stale and now - last_seen >= self._settings.row_expiry_s + grace:
             self._expire(cluster)
@@ -479,7 +479,7 @@ class HealthMonitor:
             return None
         if last_seen != current.last_seen:
             current = current.model_copy(update={"last_seen": last_seen})
-        return current, grace
+        return current
 
     async def _mark_stale(self, cluster: str, state: ClusterHealth, readiness: Readiness) -> None:
         await self._publish(readiness)
