@@ -7,11 +7,13 @@ once per `--interval` seconds (round robin), so the topic carries `--rate` heart
 for `--seconds`. One heartbeat in `--flip-every` says the opposite of its cluster's last one, so
 the monitors turn it into a readiness change; every other heartbeat changes nothing.
 
-Before the clock starts every cluster's first heartbeat is sent and turned into readiness, and
-the release target starts the rollout (its first stage-advance is awaited), the fleet beating
-round robin at `--rate` all the while (no flips): the run measures a fleet that is already known,
-at rest but for the flips. What the monitors have not read of those heartbeats when the clock
-starts is their backlog, and counts in the heartbeat lag. The monitors republish nothing
+Before the clock starts every cluster's first heartbeat is sent and turned into readiness, the
+release target starts the rollout (its first stage-advance is awaited), and the monitors work off
+the backlog of that warm-up until no heartbeat produced more than `CAUGHT_UP_S` before is left
+uncommitted, the fleet beating round robin at `--rate` all the while (no flips): the run measures
+a fleet that is already known and a monitor that keeps up with it, at rest but for the flips. (The
+warm-up sends 300,000 first heartbeats at once, where a real fleet's reporters come up over
+minutes; how long the catch-up took is in the result, `catch_up_s`.) The monitors republish nothing
 (`republish_interval_s` 0), so every readiness record is a change or a stale mark.
 
 Figures, each p50 / p99 / max in seconds:
@@ -68,6 +70,8 @@ STALENESS_LIMIT_S = 90.0  # the monitor's default
 # back, more than a worker ever judges behind (the staleness limit) plus the readiness lag.
 BEATS_KEPT = 16
 SAMPLE_EVERY_S = 0.2
+# Caught up: every heartbeat older than this committed by the monitors (faust commits about every 2.8 s).
+CAUGHT_UP_S = 5.0
 STRETCH_S = 30.0  # the result's lags by stretch of the run
 TICK_S = 0.02  # the producer tops up its budget this often
 LIMIT_READINESS_P99_S = 2.0  # issue 21's limit at 10,000 heartbeats/s
@@ -151,6 +155,8 @@ class SoakHealthResult:
     warm_up_s: float
     drain_s: float
     load: str
+    # of `warm_up_s`: from the rollout's start until the monitors had worked off the warm-up's backlog
+    catch_up_s: float = 0.0
     # where the run stood when the drain ran out ("" when it drained): which side stopped
     stalled: str = ""
     readiness_changes_absorbed: int = 0  # flips to not ready of a cluster a stale mark made not ready
@@ -342,9 +348,8 @@ async def _sample_commits(bootstrap: str, prefix: str, tracker: _Tracker) -> Non
             monitors = await committed(admin, prefix + APP_ID, prefix + HEARTBEATS.name)
             planner = await committed(admin, prefix + "planner", prefix + READINESS.name)
             now = time.time()
-            for partition, beats in tracker.beats.items():
-                while beats and beats[0][0] < monitors.get(partition, 0):
-                    beats.popleft()
+            _committed_beats_dropped(tracker, monitors)
+            for beats in tracker.beats.values():
                 tracker.heartbeat_lags.append(now - beats[0][1] if beats else 0.0)
                 tracker.heartbeat_lags_at.append((now, tracker.heartbeat_lags[-1]))
             for partition, records in tracker.readiness.items():
@@ -412,6 +417,31 @@ async def _all_known(setup: _Setup, clusters: int) -> None:
     finally:
         reader.cancel()
         await asyncio.gather(reader, return_exceptions=True)
+
+
+def _committed_beats_dropped(tracker: _Tracker, monitors: dict[int, int]) -> None:
+    """Forget the heartbeats the monitors' group has committed past."""
+    for partition, beats in tracker.beats.items():
+        while beats and beats[0][0] < monitors.get(partition, 0):
+            beats.popleft()
+
+
+async def _monitors_caught_up(setup: _Setup, tracker: _Tracker, clusters: int) -> None:
+    """Until the monitors have committed every heartbeat produced more than `CAUGHT_UP_S` ago."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=setup.bootstrap)
+    await admin.start()
+
+    async def caught_up() -> bool:
+        _committed_beats_dropped(tracker, await committed(admin, setup.prefix + APP_ID, setup.prefix + HEARTBEATS.name))
+        now = time.time()
+        return all(not beats or now - beats[0][1] <= CAUGHT_UP_S for beats in tracker.beats.values())
+
+    try:
+        await setup.until(
+            caught_up, timeout_s=setup.bounds.warm_up(clusters), what="the monitors caught up with the warm-up"
+        )
+    finally:
+        await admin.close()
 
 
 async def _start_rollout(producer: AIOKafkaProducer, setup: _Setup) -> None:
@@ -526,6 +556,9 @@ async def run_async(
         try:
             await _all_known(setup, clusters)
             await _start_rollout(producer, setup)
+            catch_up_started = time.monotonic()
+            await _monitors_caught_up(setup, tracker, clusters)
+            catch_up_s = time.monotonic() - catch_up_started
         finally:
             keep_beating.cancel()
             await asyncio.gather(keep_beating, return_exceptions=True)
@@ -601,6 +634,7 @@ async def run_async(
         stage_advances=stage_advances,
         cpu_s={role: round(cpu_after[role] - cpu_before[role], 1) for role in cpu_after},
         warm_up_s=round(warm_up_s, 1),
+        catch_up_s=round(catch_up_s, 1),
         drain_s=round(drain_s, 1),
         load=f"{load_before} before, {load_average()} after",
         stalled=stalled,
@@ -686,7 +720,7 @@ def table(result: SoakHealthResult) -> str:
         f"{result.readiness_changes_seen}/{result.readiness_changes_sent} "
         f"({result.readiness_changes_absorbed} absorbed by a stale mark); left behind: "
         f"{result.heartbeats_uncommitted} heartbeats, {result.readiness_undecided} readiness; warm-up "
-        f"{result.warm_up_s:g} s, drain {result.drain_s:g} s; readiness p99 limit "
+        f"{result.warm_up_s:g} s (catch-up {result.catch_up_s:g} s), drain {result.drain_s:g} s; readiness p99 limit "
         f"{LIMIT_READINESS_P99_S:g} s: {verdict}; CPU s {result.cpu_s}; load {result.load}"
     )
     if result.stalled:
@@ -741,6 +775,9 @@ def section(result: SoakHealthResult, *, when: str) -> list[str]:
             if held
             else f": this run was at {result.produced_rate:,.0f}/s, not {LIMIT_RATE:,.0f}/s (the limit stays)."
         ),
+        f"- Before the clock: a warm-up of {result.warm_up_s:g} s (every cluster's first heartbeat and "
+        f"readiness, the rollout started), of which {result.catch_up_s:g} s the monitors took to work off its "
+        f"backlog: the clock starts once no heartbeat older than {CAUGHT_UP_S:g} s is left uncommitted.",
         *_stretch_lines(result),
         "- Where the CPU went over the run: "
         + ", ".join(
