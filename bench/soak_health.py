@@ -54,12 +54,12 @@ import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from bench.fleet_reporters import BatchedSender, default_partition, heartbeat_record
 from bench.health_scaling import APP_ID, _tree_cpu_s
 from bench.kafka_common import Services, enveloped, fresh_prefix, group_stable, infrastructure, load_average, percentile
 from bench.soak_health_waits import Progress, StalledError, committed, end_offsets, progress, until
 from rollout_adapters.kafka_bus import KafkaBus
 from rollout_common.events import ReleaseTarget
-from rollout_common.heartbeat import Heartbeat
 from rollout_common.topics import ALL
 from rollout_common.topics.catalog import HEARTBEATS, READINESS, RELEASE_TARGETS, STAGE_ADVANCE
 
@@ -198,6 +198,10 @@ class _Tracker:
 
     flips_absorbed: int = 0  # flips to not ready that a stale mark of their cluster made moot
 
+    def sent_beat(self, partition: int, offset: int, at: float) -> None:
+        """A heartbeat produced at `at` is at `offset` of `partition`: awaited until the monitors commit past it."""
+        self.beats[partition].append((offset, at))
+
     def beat(self, cluster: str, at: float) -> None:
         beats = self.beats_of.get(cluster)
         if beats is None:
@@ -244,18 +248,12 @@ def scenario(clusters: int) -> dict[str, Any]:
     }
 
 
-def _heartbeat(cluster: str, *, ready: bool, event_id: str) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
-    beat = Heartbeat(cluster=cluster, ready=ready, observed_at=time.time(), reporter="soak")
-    key, value, headers = enveloped(beat, event_id=event_id, key=cluster, source="soak")
-    return key, value, list(headers.items())
-
-
 async def _produce(
     producer: AIOKafkaProducer,
     topic: str,
     tracker: _Tracker,
     *,
-    clusters: int,
+    fleet: _Fleet,
     rate: float,
     seconds: float,
     flip_every: int,
@@ -263,42 +261,50 @@ async def _produce(
     """Heartbeats at `rate` for `seconds`, round robin over the fleet from where the last call left
     it; one in `flip_every` (0: none) flips its cluster's readiness. Returns the seconds taken and
     the heartbeats sent."""
-    ready = [True] * clusters
-    pending: list[asyncio.Future[Any]] = []
+    sender = BatchedSender(producer, topic, sent=tracker.sent_beat)
     started = time.monotonic()
     sent_before = tracker.sent
-
-    def sent_at(at: float) -> Any:
-        def record(future: asyncio.Future[Any]) -> None:
-            if not future.cancelled() and future.exception() is None:
-                meta = future.result()
-                tracker.beats[meta.partition].append((meta.offset, at))
-
-        return record
-
-    while (elapsed := time.monotonic() - started) < seconds:
-        for _ in range(int(elapsed * rate) - (tracker.sent - sent_before)):
-            index = tracker.sent % clusters
-            name = cluster_name(index)
-            tracker.sent += 1
-            # counted from this call's first heartbeat: one in `flip_every` of the run's own
-            flip = flip_every > 0 and (tracker.sent - sent_before) % flip_every == 0
-            if flip:
-                ready[index] = not ready[index]
-            key, value, headers = _heartbeat(name, ready=ready[index], event_id=f"soak-{tracker.sent}")
-            at = time.time()
-            if flip:
-                tracker.flip(name, at, ready=ready[index])
-            tracker.beat(name, at)
-            future = await producer.send(topic, value, key=key, headers=headers)
-            future.add_done_callback(sent_at(at))
-            pending.append(future)
-        if len(pending) > 20_000:
-            await asyncio.gather(*pending)
-            pending.clear()
-        await asyncio.sleep(TICK_S)
-    await asyncio.gather(*pending)
+    try:
+        while (elapsed := time.monotonic() - started) < seconds:
+            for _ in range(int(elapsed * rate) - (tracker.sent - sent_before)):
+                index = tracker.sent % fleet.clusters
+                name = cluster_name(index)
+                tracker.sent += 1
+                # counted from this call's first heartbeat: one in `flip_every` of the run's own
+                flip = flip_every > 0 and (tracker.sent - sent_before) % flip_every == 0
+                if flip:
+                    fleet.ready[index] = not fleet.ready[index]
+                at = time.time()
+                key, value, headers = heartbeat_record(
+                    name, ready=fleet.ready[index], event_id=f"soak-{tracker.sent}", at=at, source="soak"
+                )
+                if flip:
+                    tracker.flip(name, at, ready=fleet.ready[index])
+                tracker.beat(name, at)
+                await sender.add(key, value, headers, partition=fleet.partition[index], at=at)
+            await sender.flush()
+            if sender.in_flight > 1_000:
+                await sender.settled()
+            await asyncio.sleep(TICK_S)
+    finally:
+        await sender.settled()
     return time.monotonic() - started, tracker.sent - sent_before
+
+
+@dataclass
+class _Fleet:
+    """Each cluster's readiness as its reporter last said it, and the partition of its heartbeats."""
+
+    clusters: int
+    partitions: int
+    ready: list[bool] = field(init=False)
+    partition: array.array[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ready = [True] * self.clusters
+        self.partition = array.array(
+            "H", (default_partition(cluster_name(i).encode(), self.partitions) for i in range(self.clusters))
+        )
 
 
 async def _read_readiness(bootstrap: str, topic: str, tracker: _Tracker, *, from_offsets: dict[int, int]) -> None:
@@ -383,8 +389,11 @@ async def _first_heartbeats(producer: AIOKafkaProducer, setup: _Setup, tracker: 
     topic = setup.prefix + HEARTBEATS.name
     pending = []
     for i in range(clusters):
-        key, value, headers = _heartbeat(cluster_name(i), ready=True, event_id=f"soak-first-{i}")
-        tracker.beat(cluster_name(i), time.time())
+        at = time.time()
+        key, value, headers = heartbeat_record(
+            cluster_name(i), ready=True, event_id=f"soak-first-{i}", at=at, source="soak"
+        )
+        tracker.beat(cluster_name(i), at)
         pending.append(await producer.send(topic, value, key=key, headers=headers))
         if len(pending) >= 5000:
             await asyncio.gather(*pending)
@@ -532,6 +541,7 @@ async def run_async(
     setup = _Setup(bootstrap=bootstrap, prefix=prefix, partitions=partitions, services=services, bounds=bounds)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=256 * 1024)
     tracker = _Tracker()
+    reporters = _Fleet(clusters=clusters, partitions=partitions)
     tasks: list[asyncio.Task[None]] = []
     stalled = ""
     try:
@@ -547,7 +557,7 @@ async def run_async(
                 producer,
                 prefix + HEARTBEATS.name,
                 tracker,
-                clusters=clusters,
+                fleet=reporters,
                 rate=rate,
                 seconds=math.inf,
                 flip_every=0,
@@ -577,7 +587,7 @@ async def run_async(
             producer,
             prefix + HEARTBEATS.name,
             tracker,
-            clusters=clusters,
+            fleet=reporters,
             rate=rate,
             seconds=seconds,
             flip_every=flip_every,
