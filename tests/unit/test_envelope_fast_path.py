@@ -68,3 +68,57 @@ def test_bus7_a_time_beyond_any_clock_is_refused_naming_the_field(literal: str) 
 def test_bus7_the_latest_time_a_message_may_carry_is_the_end_of_year_9999() -> None:
     value = b'{"kind": "readiness", "cluster": "d-09", "ready": false, "observedAt": 253402300799}'
     assert _decode(value).observed_at == 253_402_300_799.0
+
+
+def _outcome(value: bytes, headers: dict[str, bytes]) -> tuple[str, object]:
+    try:
+        found, model = envelope.decode(value, headers, READINESS.models)
+    except InvalidInputError as exc:
+        return "refused", str(exc)
+    return "decoded", (found, model)
+
+
+_HEADER_CHOICES: list[tuple[str, list[bytes]]] = [
+    ("ce_specversion", [b"1.0", b"0.3", b"", b"1.0\xff"]),
+    ("ce_id", [b"e-1", b"", "é".encode(), b"\xff\xfe"]),
+    ("ce_source", [b"test", b"", b"\xc3"]),
+    ("ce_type", [b"io.rollout.readiness.v1", b"io.rollout.heartbeat.v1", b"", "io.rollout.readiness.v1é".encode()]),
+    ("ce_time", [b"2026-12-03T08:00:00+00:00", b"", b"\x80"]),
+    ("ce_subject", [b"c-1", b"", b"\xff"]),
+    ("content-type", [b"application/json", b"application/json; charset=utf-8", b"application/cloudevents+json", b""]),
+    ("traceparent", [b"00-abc-def-01", b"\x00\x01\xfe\xff", b"x" * 16_300]),
+    ("ce_extension", [b"plain", b"\xff"]),  # not read, but the general path refuses it not UTF-8
+    ("\udcff-name", [b"v"]),
+    ("nämé", [b"v"]),
+]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_bus4_the_fast_path_decides_every_header_set_as_the_general_path_does(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Generated header sets (each header absent or one of its variants: empty, not UTF-8, not ASCII,
+    oversized, structured mode): decoded with the fast path and with it turned off, the outcome is
+    the same model and envelope, or the same refusal."""
+    import random
+
+    rng = random.Random(seed)
+    values = [
+        b'{"kind":"readiness","cluster":"c-1","ready":true,"observedAt":1764601234.25}',
+        b'{"kind":"readiness","cluster":"c-1","ready":"yes"}',
+        b'{"specversion":"1.0","id":"e-9","source":"s","type":"io.rollout.readiness.v1",'
+        b'"data":{"kind":"readiness","cluster":"c-2","ready":false}}',
+    ]
+    cases = []
+    for _ in range(300):
+        headers = {
+            name: variants[0] if rng.random() < 0.8 else rng.choice(variants)  # mostly the good one
+            for name, variants in _HEADER_CHOICES
+            if rng.random() < (0.9 if name.startswith(("ce_", "content")) else 0.15)
+        }
+        cases.append((rng.choice(values), headers))
+    fast = [_outcome(value, headers) for value, headers in cases]
+    monkeypatch.setattr(envelope, "_fast_binary", lambda *args: None)
+    general = [_outcome(value, headers) for value, headers in cases]
+    assert fast == general
+    assert {kind for kind, _ in fast} == {"decoded", "refused"}
