@@ -390,9 +390,12 @@ async def test_the_data_directory_is_the_configured_one_not_in_the_working_direc
 async def test_a_heartbeat_that_changes_nothing_writes_no_row_until_the_checkpoint_interval(
     outbox: RecordingOutbox, clock: FakeClock
 ) -> None:
-    """Issue 21: the row (and its changelog record) is written on a change and when the last one
-    is a checkpoint interval old (120 s by default); between, the time is kept in memory, and
-    staleness counts from it (BUS-7): c1, last heard at 1119, is not stale at 1140 (limit 30)."""
+    """Issue 21: the row (and its changelog record) is written on a change and once per checkpoint
+    interval (120 s by default), when the heartbeats pass the cluster's mark in it: c1's falls
+    35.5 s into each interval counted from 1000 (its phase, 44.46 s, from its name). So the heartbeat
+    of 1060, the first past 1035.5, writes; the next mark is 1155.5. Between, the time is kept in
+    memory, and staleness counts from it (BUS-7): c1, last heard at 1119, is not stale at 1140
+    (limit 30)."""
     settings = MonitorSettings(staleness_limit_s=30, republish_interval_s=0, checkpoint_interval_s=120)
     with running_monitor(settings, outbox, clock) as made:
         raw = raw_channel(made)
@@ -405,12 +408,12 @@ async def test_a_heartbeat_that_changes_nothing_writes_no_row_until_the_checkpoi
                 rows.append(made.table["c1"]["last_seen"])
             clock.now = 1140.0
             assert await made.check_staleness() == []
-            value, headers = _heartbeat("c1", True, 1120.0)  # 120 s after the row's time: a checkpoint
+            value, headers = _heartbeat("c1", True, 1120.0)
             await agent.put(value, key=b"c1", headers=headers, timestamp=1120.0)
             rows.append(made.table["c1"]["last_seen"])
             clock.now = 1151.0
             [stale] = await made.check_staleness()
-        assert rows == [1000.0, 1000.0, 1000.0, 1000.0, 1120.0]
+        assert rows == [1000.0, 1000.0, 1060.0, 1060.0, 1060.0]
         assert (stale.cluster, stale.reason) == ("c1", "stale: no heartbeat for 31 s")
         assert outbox.readiness() == [("c1", True, "reported ready"), ("c1", False, "stale: no heartbeat for 31 s")]
 
@@ -451,16 +454,18 @@ async def test_after_a_revocation_a_cluster_is_judged_from_its_row_plus_the_chec
 ) -> None:
     """Issue 21, BUS-7: partitions revoked (a rebalance) make the worker forget the times it kept in
     memory, since another worker may have heard newer heartbeats meanwhile. c1's row says 1000, its
-    heartbeat at 1100 was not checkpointed (interval 120 s): after the revocation it is not stale at
-    1149 (1000 + 120 + limit 30 = 1150), and stale at 1150, counted from the row."""
+    heartbeat at 1030 was not checkpointed (interval 120 s; c1's mark in it falls at 1035.5): after
+    the revocation it is not stale at 1149 (1000 + 120 + limit 30 = 1150), and stale at 1150,
+    counted from the row."""
     settings = MonitorSettings(staleness_limit_s=30, republish_interval_s=0, checkpoint_interval_s=120)
     with running_monitor(settings, outbox, clock) as made:
         raw = raw_channel(made)
         async with made.agent.test_context(channel=raw) as agent:
-            for at in (1000.0, 1100.0):
+            for at in (1000.0, 1030.0):
                 clock.now = at
                 value, headers = _heartbeat("c1", True, at)
                 await agent.put(value, key=b"c1", headers=headers, timestamp=at)
+            assert made.table["c1"]["last_seen"] == 1000.0
             await made.app.on_partitions_revoked.send(set())
             clock.now = 1149.0
             assert await made.check_staleness() == []

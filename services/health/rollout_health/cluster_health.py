@@ -9,6 +9,7 @@ the first heartbeat saying ready publishes ready again.
 from __future__ import annotations
 
 import re
+import zlib
 
 from pydantic import BaseModel, ConfigDict
 
@@ -63,6 +64,18 @@ def changes_nothing(previous: ClusterHealth, heartbeat: Heartbeat) -> bool:
         if text is not None and reported_version(text) not in (None, known):
             return False
     return True
+
+
+def checkpoint_due(cluster: str, *, row_seen: float, seen_at: float, interval_s: float) -> bool:
+    """Whether a heartbeat that changes nothing, seen at `seen_at`, writes its cluster's row (whose
+    time is `row_seen`): once per `interval_s`, the first time the heartbeats pass the cluster's own
+    mark in the interval (a phase from its name), not `interval_s` after the row's time. Rows written
+    in one burst (a fleet first heard at once: the monitor's start, a takeover, the broker's return)
+    are then checkpointed spread over the interval instead of in the same burst again each interval.
+    The row's time still never lags the cluster's newest heartbeat by `interval_s` or more, which
+    a takeover's grace relies on (`after_silence`)."""
+    phase = zlib.crc32(cluster.encode()) / 2**32 * interval_s
+    return (seen_at + phase) // interval_s > (row_seen + phase) // interval_s
 
 
 def after_heartbeat(

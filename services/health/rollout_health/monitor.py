@@ -5,7 +5,9 @@
   faust event per record), decodes them with the CloudEvents envelope (a bad one is dead-lettered,
   never crashes the agent), and publishes a Readiness on change. A heartbeat that changes nothing
   (a fleet at rest) only moves its cluster's last-seen time, kept in memory: the row, and its
-  changelog record, is written on a change and at most every `checkpoint_interval_s` per cluster.
+  changelog record, is written on a change and once per `checkpoint_interval_s` per cluster, at
+  a point of the interval of its own (`checkpoint_due`), so rows first written together are not
+  written together again.
   It does not wait for the broker's ack of each change before the next heartbeat: the agent tracks
   and acks each record itself, and `InFlight` writes a heartbeat's row and acks its record only
   once its readiness and every earlier one is acknowledged, so faust commits no offset ahead of
@@ -62,7 +64,13 @@ from rollout_common.events import Readiness
 from rollout_common.heartbeat import Heartbeat
 from rollout_common.ports import Record
 from rollout_common.topics.catalog import DEAD_LETTER, HEARTBEATS, READINESS
-from rollout_health.cluster_health import ClusterHealth, after_heartbeat, after_silence, changes_nothing
+from rollout_health.cluster_health import (
+    ClusterHealth,
+    after_heartbeat,
+    after_silence,
+    changes_nothing,
+    checkpoint_due,
+)
 from rollout_health.faust_topics import changelog_configs
 from rollout_health.heartbeat_inbox import HeartbeatBatch, HeartbeatInbox
 from rollout_health.in_flight import InFlight
@@ -385,7 +393,8 @@ class HealthMonitor:
                     self._schedule.look_soon(cluster)  # its grace ends: its silence may be due sooner
                 self._known[cluster] = previous  # heard from since the rebalance (the timer's grace ends)
                 self._seen[cluster] = seen_at
-                if seen_at - previous.last_seen < self._settings.checkpoint_interval_s:
+                interval_s = self._settings.checkpoint_interval_s
+                if not checkpoint_due(cluster, row_seen=previous.last_seen, seen_at=seen_at, interval_s=interval_s):
                     return cluster, previous, previous, None
                 return cluster, previous, previous.model_copy(update={"last_seen": seen_at}), None
         state, readiness = after_heartbeat(previous, heartbeat, seen_at=seen_at)
