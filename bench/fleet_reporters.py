@@ -5,8 +5,8 @@ the same 2 cores as the services under test. Built as a reporter builds one (a p
 `Heartbeat`, the envelope's encoder, one `send` and its future each) a heartbeat cost that process
 about 40 µs of CPU: 0.4 cores taken from the monitors it measures. Here the value is written from a
 template that gives the envelope encoder's bytes (`tests/bench/test_fleet_reporters.py` compares
-them), and heartbeats go to the producer a batch per partition, on the partition the client's
-default partitioner picks for the key (murmur2), with one future per batch.
+them), and heartbeats go to the producer a batch per partition (on the key's partition, as
+`memory_bus.kafka_partition` gives it), with one future per batch.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.partitioner import DefaultPartitioner
 
 from rollout_common import envelope
 from rollout_common.heartbeat import Heartbeat
@@ -47,12 +46,6 @@ def heartbeat_record(
         ("content-type", _JSON),
     ]
     return cluster.encode(), value.encode(), headers
-
-
-def default_partition(key: bytes, partitions: int) -> int:
-    """The partition the client's default partitioner (murmur2, as Java's) picks for a key."""
-    every = list(range(partitions))
-    return int(DefaultPartitioner()(key, every, every))
 
 
 class BatchedSender:
@@ -117,4 +110,4 @@ class BatchedSender:
         future.add_done_callback(acknowledged)
 
 
-__all__ = ["BatchedSender", "default_partition", "heartbeat_record"]
+__all__ = ["BatchedSender", "heartbeat_record"]

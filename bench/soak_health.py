@@ -54,11 +54,12 @@ import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from bench.fleet_reporters import BatchedSender, default_partition, heartbeat_record
+from bench.fleet_reporters import BatchedSender, heartbeat_record
 from bench.health_scaling import APP_ID, _tree_cpu_s
 from bench.kafka_common import Services, enveloped, fresh_prefix, group_stable, infrastructure, load_average, percentile
 from bench.soak_health_waits import Progress, StalledError, committed, end_offsets, progress, until
 from rollout_adapters.kafka_bus import KafkaBus
+from rollout_adapters.memory_bus import kafka_partition
 from rollout_common.events import ReleaseTarget
 from rollout_common.topics import ALL
 from rollout_common.topics.catalog import HEARTBEATS, READINESS, RELEASE_TARGETS, STAGE_ADVANCE
@@ -303,7 +304,7 @@ class _Fleet:
     def __post_init__(self) -> None:
         self.ready = [True] * self.clusters
         self.partition = array.array(
-            "H", (default_partition(cluster_name(i).encode(), self.partitions) for i in range(self.clusters))
+            "H", (kafka_partition(cluster_name(i).encode(), self.partitions) for i in range(self.clusters))
         )
 
 
@@ -384,21 +385,18 @@ async def _read_known(bootstrap: str, topic: str, known: set[str]) -> None:
         await consumer.stop()
 
 
-async def _first_heartbeats(producer: AIOKafkaProducer, setup: _Setup, tracker: _Tracker, clusters: int) -> None:
+async def _first_heartbeats(producer: AIOKafkaProducer, setup: _Setup, tracker: _Tracker, fleet: _Fleet) -> None:
     """Every cluster's first heartbeat, as fast as the producer goes."""
-    topic = setup.prefix + HEARTBEATS.name
-    pending = []
-    for i in range(clusters):
+    sender = BatchedSender(producer, setup.prefix + HEARTBEATS.name, sent=tracker.sent_beat)
+    for index in range(fleet.clusters):
         at = time.time()
-        key, value, headers = heartbeat_record(
-            cluster_name(i), ready=True, event_id=f"soak-first-{i}", at=at, source="soak"
-        )
-        tracker.beat(cluster_name(i), at)
-        pending.append(await producer.send(topic, value, key=key, headers=headers))
-        if len(pending) >= 5000:
-            await asyncio.gather(*pending)
-            pending.clear()
-    await asyncio.gather(*pending)
+        name = cluster_name(index)
+        key, value, headers = heartbeat_record(name, ready=True, event_id=f"soak-first-{index}", at=at, source="soak")
+        tracker.beat(name, at)
+        await sender.add(key, value, headers, partition=fleet.partition[index], at=at)
+        if index % 5_000 == 4_999:
+            await sender.settled()
+    await sender.settled()
 
 
 async def _all_known(setup: _Setup, clusters: int) -> None:
@@ -549,7 +547,7 @@ async def run_async(
         await _groups_formed(setup, workers=workers)
         await producer.start()
         warm_started = time.monotonic()
-        await _first_heartbeats(producer, setup, tracker, clusters)
+        await _first_heartbeats(producer, setup, tracker, reporters)
         # The fleet keeps beating while the monitors learn it, no flips: a cluster silent from its
         # first heartbeat until the run's first round reached it would be stale, truly.
         keep_beating = asyncio.create_task(

@@ -15,9 +15,10 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.fleet_reporters import BatchedSender, default_partition, heartbeat_record  # noqa: E402
+from bench.fleet_reporters import BatchedSender, heartbeat_record  # noqa: E402
 from bench.soak_health import cluster_name  # noqa: E402
 from rollout_adapters.kafka_bus import KafkaBus  # noqa: E402
+from rollout_adapters.memory_bus import kafka_partition  # noqa: E402
 from rollout_common import envelope  # noqa: E402
 from rollout_common.heartbeat import Heartbeat  # noqa: E402
 from rollout_common.topics.catalog import HEARTBEATS  # noqa: E402
@@ -64,7 +65,7 @@ async def _sent_and_read_back(bootstrap: str, prefix: str) -> None:
         for number in range(600):
             name, at = cluster_name(number % 150), 1_700_000_000.0 + number
             key, value, headers = heartbeat_record(name, ready=True, event_id=f"e-{number}", at=at, source="soak")
-            partition = default_partition(key, 4)
+            partition = kafka_partition(key, 4)
             expected[at] = (partition, key, value)
             await sender.add(key, value, headers, partition=partition, at=at)
             if number % 100 == 99:
