@@ -66,6 +66,12 @@ def changes_nothing(previous: ClusterHealth, heartbeat: Heartbeat) -> bool:
     return True
 
 
+def name_hash(cluster: str) -> int:
+    """A number from the cluster's name, the same in every worker and after every restart (Python's
+    own `hash` of a str is not): what spreads clusters over republish turns and checkpoint marks."""
+    return zlib.crc32(cluster.encode())
+
+
 def checkpoint_due(cluster: str, *, row_seen: float, seen_at: float, interval_s: float) -> bool:
     """Whether a heartbeat that changes nothing, seen at `seen_at`, writes its cluster's row (whose
     time is `row_seen`): once per `interval_s`, the first time the heartbeats pass the cluster's own
@@ -74,7 +80,7 @@ def checkpoint_due(cluster: str, *, row_seen: float, seen_at: float, interval_s:
     are then checkpointed spread over the interval instead of in the same burst again each interval.
     The row's time still never lags the cluster's newest heartbeat by `interval_s` or more, which
     a takeover's grace relies on (`after_silence`)."""
-    phase = zlib.crc32(cluster.encode()) / 2**32 * interval_s
+    phase = name_hash(cluster) / 2**32 * interval_s
     return (seen_at + phase) // interval_s > (row_seen + phase) // interval_s
 
 

@@ -39,7 +39,6 @@ import logging
 import os
 import threading
 import time
-import zlib
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from functools import partial
 from typing import Any, cast
@@ -70,6 +69,7 @@ from rollout_health.cluster_health import (
     after_silence,
     changes_nothing,
     checkpoint_due,
+    name_hash,
 )
 from rollout_health.faust_topics import changelog_configs
 from rollout_health.heartbeat_inbox import HeartbeatBatch, HeartbeatInbox
@@ -536,7 +536,7 @@ class HealthMonitor:
     def _republish_group(self, cluster: str) -> int | None:
         """The ticks on which `cluster`'s readiness is said again (None: never)."""
         buckets = self._republish_buckets()
-        return None if buckets is None else zlib.crc32(cluster.encode()) % buckets
+        return None if buckets is None else name_hash(cluster) % buckets
 
     def _republish_turn(self) -> int | None:
         """The republish group whose turn this tick is."""
