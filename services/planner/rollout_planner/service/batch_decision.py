@@ -62,8 +62,8 @@ class BatchDecision:
         """The records' events and refusals; the checkpoint is not touched, so a poll may be decoded
         while the batch before it is still being written."""
         taken = Taken(records=records)
-        for record in records:
-            if checkpoint.applied(record.topic, record.partition, record.offset):
+        for new, record in checkpoint.not_applied(records):
+            if not new:
                 self._metrics.duplicates_skipped.inc()
                 continue
             taken.new.append(record)
@@ -82,8 +82,7 @@ class BatchDecision:
             outbox.add_dead_letter(record, reason)
             self._metrics.dead_letters.inc()
             self._dead_letters.record(record, reason=reason, source=self._source)
-        for record in taken.new:
-            checkpoint.advance(record.topic, record.partition, record.offset)
+        checkpoint.advance_past(taken.new)
         return list(taken.events)
 
     def decide(self, state: EngineState, events: list[Event], now: float) -> list[Command]:

@@ -8,9 +8,12 @@ to publish. The status document follows the publish (`status_writer`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from rollout_common.errors import PermanentError
+from rollout_common.ports import Record
 from rollout_planner.service.outbox import OutboxMessage
 
 SNAPSHOT_KEY = "planner/snapshot"
@@ -36,10 +39,6 @@ class Checkpoint(BaseModel):
     wake_at: float | None = Field(default=None, description="engine time of the timer the engine asked for")
     outbox: list[OutboxMessage] = Field(default_factory=list)
 
-    def applied(self, topic: str, partition: int, offset: int) -> bool:
-        """True when the snapshot already contains this record (it came back after a crash)."""
-        return offset < self.offsets.get(partition_key(topic, partition), 0)
-
     def next_offset(self, topic: str, partition: int) -> int | None:
         """The first offset not yet in the snapshot; None for a partition it never read."""
         return self.offsets.get(partition_key(topic, partition))
@@ -47,6 +46,26 @@ class Checkpoint(BaseModel):
     def advance(self, topic: str, partition: int, offset: int) -> None:
         key = partition_key(topic, partition)
         self.offsets[key] = max(self.offsets.get(key, 0), offset + 1)
+
+    def advance_past(self, records: Iterable[Record]) -> None:
+        """`advance` past every record: one key and one update per partition, not per record."""
+        last: dict[tuple[str, int], int] = {}
+        for record in records:
+            where = (record.topic, record.partition)
+            last[where] = max(last.get(where, -1), record.offset)
+        for (topic, partition), offset in last.items():
+            self.advance(topic, partition, offset)
+
+    def not_applied(self, records: Iterable[Record]) -> Iterator[tuple[bool, Record]]:
+        """Each record with whether the stored state lacks it (False: the snapshot already contains
+        it, it came back after a crash), the partition's next offset looked up once per partition."""
+        floors: dict[tuple[str, int], int] = {}
+        for record in records:
+            where = (record.topic, record.partition)
+            floor = floors.get(where)
+            if floor is None:
+                floor = floors[where] = self.offsets.get(partition_key(*where), 0)
+            yield record.offset >= floor, record
 
 
 def partition_key(topic: str, partition: int) -> str:
