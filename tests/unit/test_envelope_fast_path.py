@@ -78,6 +78,14 @@ def _outcome(value: bytes, headers: dict[str, bytes]) -> tuple[str, object]:
     return "decoded", (found, model)
 
 
+def _event_outcome(value: bytes, headers: dict[str, bytes]) -> tuple[str, object]:
+    try:
+        model = envelope.decode_event(value, headers, READINESS.models)
+    except InvalidInputError as exc:
+        return "refused", str(exc)
+    return "decoded", model
+
+
 _HEADER_CHOICES: list[tuple[str, list[bytes]]] = [
     ("ce_specversion", [b"1.0", b"0.3", b"", b"1.0\xff"]),
     ("ce_id", [b"e-1", b"", "é".encode(), b"\xff\xfe"]),
@@ -99,7 +107,8 @@ def test_bus4_the_fast_path_decides_every_header_set_as_the_general_path_does(
 ) -> None:
     """Generated header sets (each header absent or one of its variants: empty, not UTF-8, not ASCII,
     oversized, structured mode): decoded with the fast path and with it turned off, the outcome is
-    the same model and envelope, or the same refusal."""
+    the same model and envelope, or the same refusal; and `decode_event` (the planner's, which
+    builds no envelope) gives the same model or the same refusal as well."""
     import random
 
     rng = random.Random(seed)
@@ -118,7 +127,19 @@ def test_bus4_the_fast_path_decides_every_header_set_as_the_general_path_does(
         }
         cases.append((rng.choice(values), headers))
     fast = [_outcome(value, headers) for value, headers in cases]
-    monkeypatch.setattr(envelope, "_fast_binary", lambda *args: None)
+    events = [_event_outcome(value, headers) for value, headers in cases]
+    monkeypatch.setattr(envelope, "_fast_model", lambda *args: None)
     general = [_outcome(value, headers) for value, headers in cases]
     assert fast == general
+    assert events == [(kind, found[1] if kind == "decoded" else found) for kind, found in general]  # type: ignore[index]
     assert {kind for kind, _ in fast} == {"decoded", "refused"}
+
+
+def test_bus4_decode_event_refuses_a_value_over_the_size_bound_as_decode_does() -> None:
+    value = b'{"kind":"readiness","cluster":"c-1","ready":true,"reason":"' + b"x" * envelope.MAX_VALUE_BYTES + b'"}'
+    with pytest.raises(InvalidInputError) as by_decode:
+        envelope.decode(value, HEADERS, READINESS.models)
+    with pytest.raises(InvalidInputError) as by_event:
+        envelope.decode_event(value, HEADERS, READINESS.models)
+    assert str(by_event.value) == str(by_decode.value)
+    assert str(by_event.value).startswith(f"message of {len(value)} bytes exceeds {envelope.MAX_VALUE_BYTES}")

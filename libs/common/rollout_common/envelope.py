@@ -118,8 +118,24 @@ def decode(
     except InvalidInputError:
         raise
     except Exception as exc:
-        first_line = (str(exc).splitlines() or [""])[0][:500]
-        raise InvalidInputError(f"undecodable record: {type(exc).__name__}: {first_line}") from exc
+        raise _undecodable(exc) from exc
+
+
+def decode_event(value: bytes, headers: Mapping[str, bytes], models: tuple[type[BaseModel], ...]) -> BaseModel:
+    """`decode`'s event alone, for a reader with no use for the envelope (the planner): the common
+    case then builds none (about 1.5 µs a record). Accepts and refuses exactly what `decode` does."""
+    try:
+        fast = _fast_model(headers, value, models) if len(value) <= MAX_VALUE_BYTES else None
+        return fast if fast is not None else _decode(value, headers, models)[1]
+    except InvalidInputError:
+        raise
+    except Exception as exc:
+        raise _undecodable(exc) from exc
+
+
+def _undecodable(exc: Exception) -> InvalidInputError:
+    first_line = (str(exc).splitlines() or [""])[0][:500]
+    return InvalidInputError(f"undecodable record: {type(exc).__name__}: {first_line}")
 
 
 def _decode(
@@ -170,9 +186,26 @@ def _where(loc: tuple[int | str, ...]) -> str:
 def _fast_binary(
     headers: Mapping[str, bytes], value: bytes, models: tuple[type[BaseModel], ...]
 ) -> tuple[Envelope, BaseModel] | None:
-    """The common case at a fraction of the cost: a binary-mode event whose headers are plain ASCII
-    within their size bound and whose value is plainly within the bounds, validated by pydantic's own
-    JSON parser straight from the bytes. Only the headers it uses are read, by name.
+    """The common case at a fraction of the cost (`_fast_model`), with its envelope."""
+    parsed = _fast_model(headers, value, models)
+    if parsed is None:
+        return None
+    get = headers.get
+    ce_time, subject = get("ce_time"), get("ce_subject")
+    envelope = Envelope(
+        id=headers["ce_id"].decode(),
+        source=headers["ce_source"].decode(),
+        type=headers["ce_type"].decode(),
+        time=ce_time.decode() if ce_time else "",
+        subject=subject.decode() if subject is not None else None,
+    )
+    return envelope, parsed
+
+
+def _fast_model(headers: Mapping[str, bytes], value: bytes, models: tuple[type[BaseModel], ...]) -> BaseModel | None:
+    """The event of a binary-mode record whose headers are plain ASCII within their size bound and
+    whose value is plainly within the bounds, validated by pydantic's own JSON parser straight from
+    the bytes. Only the headers it uses are read, by name.
 
     None sends the record down the general path, which gives the exact reason for anything wrong:
     the fast path only ever accepts what the general path accepts, so its refusals need no text.
@@ -180,8 +213,8 @@ def _fast_binary(
     that is not ASCII, ours or another's, sends the record the general way.
     """
     get = headers.get
-    kind, event_id, source = get("ce_type"), get("ce_id"), get("ce_source")
-    if not kind or not event_id or not source or get("ce_specversion") != _SPEC_VERSION_BYTES:
+    kind = get("ce_type")
+    if not kind or not get("ce_id") or not get("ce_source") or get("ce_specversion") != _SPEC_VERSION_BYTES:
         return None
     content_type = get("content-type")
     if content_type is not None and content_type != _JSON_BYTES:
@@ -190,23 +223,13 @@ def _fast_binary(
     names = "".join(headers)
     if len(values) + len(names) > MAX_HEADER_BYTES or not values.isascii() or not names.isascii():
         return None
-    ce_type = kind.decode()
-    model = _by_type(models).get(ce_type)
+    model = _by_type(models).get(kind.decode())
     if model is None or not json_bounds.plainly_within(value):
         return None
     try:
-        parsed = model.model_validate_json(value)
+        return model.model_validate_json(value)
     except ValidationError:
         return None
-    ce_time, subject = get("ce_time"), get("ce_subject")
-    envelope = Envelope(
-        id=event_id.decode(),
-        source=source.decode(),
-        type=ce_type,
-        time=ce_time.decode() if ce_time else "",
-        subject=subject.decode() if subject is not None else None,
-    )
-    return envelope, parsed
 
 
 def _header_text(headers: Mapping[str, bytes]) -> dict[str, str]:

@@ -65,7 +65,7 @@ class Intake:
         topic = self._by_topic.get(record.topic)
         if topic is None:
             raise InvalidInputError(f"topic {record.topic!r} does not feed the planner")
-        _, model = envelope.decode(record.value, record.headers, topic.models)
+        model = envelope.decode_event(record.value, record.headers, topic.models)
         latest = max(now, self._wall())
         check_not_ahead(model, now=latest, skew_s=self._skew_s, reader="planner", setting="max_future_skew_s")
         return model  # type: ignore[return-value]  # every input topic carries engine events only
