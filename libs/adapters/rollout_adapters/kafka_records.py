@@ -95,9 +95,9 @@ class _LenientBatch:
         return getattr(self._batch, name)
 
     def __iter__(self) -> Iterator[Any]:
-        # The whole batch in one call into the compiled reader: a Python `__next__` per record
-        # cost about a fifth of the planner's poll. The batch is in memory already, so nothing
-        # is read sooner than the fetcher would read it.
+        # The whole batch in one call into the compiled reader (a Python `__next__` per record
+        # cost about 0.1 µs a record). The batch is in memory already, so nothing is read
+        # sooner than the fetcher would read it.
         try:
             return iter(list(self._batch))
         except UnicodeDecodeError:
