@@ -7,6 +7,7 @@ at most one minor per control-plane upgrade and the health model from the report
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,11 @@ from shared_checker import CHECK_PY, load_checker
 
 from rollout_common.commands import Command
 from rollout_common.events import Event
+from rollout_common.status import TRACKS
+from rollout_planner.engine import EngineState
 from rollout_planner.engine.audit import audit
+from rollout_planner.engine.model import TRACK_INDEXES
+from rollout_planner.engine.views import stage_view, track_status
 from rollout_planner.simulation.runner import Simulator
 from rollout_planner.simulation.scenario import Scenario
 
@@ -120,7 +125,19 @@ class _AuditingSimulator(Simulator):
     def _decide(self, events: list[Event], t: float) -> list[Command]:
         commands = super()._decide(events, t)
         assert audit(self.state) == [], t
+        _counts_are_each_clusters_status(self.state)
         return commands
+
+
+def _counts_are_each_clusters_status(state: EngineState) -> None:
+    """STAT-1, STAT-2: a stage's counts per status, which work out GATE-3's reach once per walk, are
+    what each of its clusters' own status says."""
+    for stage in state.stages:
+        view = stage_view(state, stage, with_clusters=False)
+        for track in TRACK_INDEXES:
+            names = stage.members + stage.no_partition
+            expected = Counter(track_status(state, state.clusters[name], track)[0].value for name in names)
+            assert view["tracks"][TRACKS[track].value]["counts"] == dict(expected), (stage.spec.name, track)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -54,7 +54,9 @@ def reached_partitions(state: EngineState, stage: StageRec, track: int) -> int:
     return len(stage.partitions)
 
 
-def track_status(state: EngineState, cluster: ClusterRec, track: int) -> StatusPair:
+def track_status(state: EngineState, cluster: ClusterRec, track: int, *, reached: int | None = None) -> StatusPair:
+    """The cluster's status on one track (STAT-1) and why. `reached` is `reached_partitions` of its
+    stage's track, when the caller walks many of the stage's clusters and worked it out once."""
     if cluster.stage is None:
         if cluster.profile.channel != state.sequence.channel:
             return ClusterStatus.INELIGIBLE, IneligibleType.OTHER_CHANNEL.value
@@ -67,11 +69,11 @@ def track_status(state: EngineState, cluster: ClusterRec, track: int) -> StatusP
     if cluster.running[track] is not None:
         return ClusterStatus.IN_PROGRESS, f"upgrading to {cluster.running[track]}"
     if cluster.target[track] is not None:
-        return _targeted(state, stage, cluster, track)
+        return _targeted(state, stage, cluster, track, reached)
     return _untargeted(state, stage, cluster, track)
 
 
-def _targeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track: int) -> StatusPair:
+def _targeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track: int, reached: int | None) -> StatusPair:
     target = cluster.target[track]
     run = stage.runs[track].get(cluster.target_run[track] or "")
     if cluster.profile.deprecated_api_usage:
@@ -86,7 +88,9 @@ def _targeted(state: EngineState, stage: StageRec, cluster: ClusterRec, track: i
     if track == NODES and target is not None and cluster.versions[CP] < target:
         return ClusterStatus.PENDING, "waits for its control plane (SOAK-1)"
     handing_out = run is not None and (run.active or hands_out(run, state.rollouts[run.rollout_id]))
-    if run is None or not handing_out or (cluster.partition or 0) >= reached_partitions(state, stage, track):
+    if reached is None:
+        reached = reached_partitions(state, stage, track)
+    if run is None or not handing_out or (cluster.partition or 0) >= reached:
         return ClusterStatus.PENDING, f"target {target}; partition not reached"
     return ClusterStatus.OUT_OF_SYNC, f"target {target}; waiting for a batch slot"
 
@@ -184,12 +188,18 @@ def _qualified(stage: StageRec, track: int) -> list[str]:
 
 
 def _status_counts(state: EngineState, stage: StageRec, track: int) -> dict[str, int]:
-    """How many of the stage's clusters are in each status (STAT-1) on the track."""
-    counts: dict[str, int] = {}
+    """How many of the stage's clusters are in each status (STAT-1) on the track.
+
+    A walk over the whole stage each status document (a million clusters at most): what every
+    cluster of the walk shares, GATE-3's reach, is worked out once, and the statuses are counted
+    as enum members and named once at the end."""
+    reached = reached_partitions(state, stage, track)
+    clusters = state.clusters
+    counts: dict[ClusterStatus, int] = {}
     for name in stage.members + stage.no_partition:
-        status, _ = track_status(state, state.clusters[name], track)
-        counts[status.value] = counts.get(status.value, 0) + 1
-    return counts
+        status, _ = track_status(state, clusters[name], track, reached=reached)
+        counts[status] = counts.get(status, 0) + 1
+    return {status.value: count for status, count in counts.items()}
 
 
 def _track_waits(state: EngineState, stage: StageRec, track: int, with_clusters: bool) -> list[Wait]:
