@@ -355,10 +355,10 @@ class Planner:
         """Write the batch durably and, while the store works, poll and decode the next records
         (decoding touches no state: the next batch is decided only after this one is published)."""
         write = asyncio.create_task(self._persist(events, now=now))
-        # One turn of the loop takes the write to the store's socket: without it the task would
-        # start only at `await write` below, after the decoding it is there to overlap.
-        await asyncio.sleep(0)
         try:
+            # One turn of the loop takes the write to the store's socket: without it the task would
+            # start only at `await write` below, after the decoding it is there to overlap.
+            await asyncio.sleep(0)
             records = await self._poll(self._started_intake().consumer, 0.0)
             if records:
                 self._prefetched = self._decision.decode(records, self.checkpoint, now=self._clock.now())
