@@ -44,6 +44,7 @@ from rollout_planner.engine import new_state, snapshot
 from rollout_planner.service.checkpoint import CHECKPOINT_KEY, SNAPSHOT_KEY, Checkpoint
 from rollout_planner.service.clock import ScaledClock
 from rollout_planner.service.planner import Planner
+from rollout_planner.service.runtime import consumer_options
 from rollout_planner.service.settings import PlannerSettings
 
 POLL_MAX_RECORDS = 500
@@ -148,7 +149,7 @@ async def _planner_run(
         poll_max_records=max_records,
         poll_timeout_s=0.5,
     )
-    bus = KafkaBus(bootstrap, client_id="bench-planner")
+    bus = KafkaBus(bootstrap, client_id="bench-planner", consumer_options=consumer_options(settings))
     store = RedisStore(redis_url, namespace=prefix)
 
     async def no_initial_state() -> None:

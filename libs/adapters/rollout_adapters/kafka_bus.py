@@ -48,13 +48,8 @@ SECURITY_KEYS = frozenset(
 # the default 10 s, the smallest most brokers accept.
 _HEARTBEAT_INTERVAL_MS = 1000
 _SESSION_TIMEOUT_MS = 10000
-# aiokafka keeps one fetch per broker in flight, and a partition whose fetched records were all
-# taken is asked for again only in the next one. While other partitions of that broker have nothing
-# new (a planner's operator and inventory topics, say), the fetch in flight is held by the broker
-# for this long: a backlog waits that long for each refill. At aiokafka's 500 ms the planner spent
-# a fifth of a 50,000-record catch-up waiting so; at 100 ms it waits not at all there, and an idle
-# consumer sends ten empty fetches a second.
-_FETCH_MAX_WAIT_MS = 100
+# aiokafka's own fetch wait (see `ConsumerOptions.fetch_max_wait_ms`).
+_FETCH_MAX_WAIT_MS = 500
 _CREATE_TIMEOUT_MS = 30000
 
 
@@ -71,8 +66,11 @@ class ConsumerOptions:
       partitions back without a rebalance if it returns within the session timeout; two live
       members must never share one (the broker fences the older).
     - `fetch_max_wait_ms`: how long the broker may hold a fetch while the partitions in it have
-      nothing new; it bounds how long a backlog on one topic waits behind idle ones (see
-      `_FETCH_MAX_WAIT_MS`). A record that arrives ends the wait at once.
+      nothing new (a record that arrives ends the wait at once). aiokafka keeps one fetch a
+      broker in flight and asks again for a partition whose fetched records were all taken only
+      in the next one, so while the other partitions of that broker are idle, a backlog waits
+      this long for each refill. A reader of several topics that catches up on one (the planner)
+      sets it lower, at the price of more empty fetches while idle.
     """
 
     session_timeout_ms: int = _SESSION_TIMEOUT_MS

@@ -56,11 +56,17 @@ def initial_state_source(settings: PlannerSettings, store: Store) -> InitialStat
     return lambda: initial_state.from_store(store)
 
 
+def consumer_options(settings: PlannerSettings) -> ConsumerOptions:
+    """How the planner's consumer joins its group and waits on the broker."""
+    return ConsumerOptions(
+        group_instance_id=settings.group_instance_id, fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms
+    )
+
+
 async def serve(settings: PlannerSettings) -> None:
     """Run the planner until SIGTERM or SIGINT, then stop cleanly."""
     log.info("planner starting", extra={"settings": loggable(settings)})
-    options = ConsumerOptions(group_instance_id=settings.group_instance_id)
-    bus = kafka_bus(settings, client_id=settings.source, consumer_options=options)
+    bus = kafka_bus(settings, client_id=settings.source, consumer_options=consumer_options(settings))
     store = redis_store(settings)
     probes: StatusServer | None = None
     try:
