@@ -58,7 +58,7 @@ async def test_other_consumers_keep_aiokafkas_fetch_wait(kafka_bootstrap: str, t
 def test_the_planners_fetch_wait_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROLLOUT_KAFKA_FETCH_MAX_WAIT_MS", "250")
     assert consumer_options(PlannerSettings()).fetch_max_wait_ms == 250
-    monkeypatch.setenv("ROLLOUT_KAFKA_FETCH_MAX_WAIT_MS", "-1")
+    monkeypatch.setenv("ROLLOUT_KAFKA_FETCH_MAX_WAIT_MS", "0")  # an idle planner would fetch without pause
     with pytest.raises(ValueError, match="kafka_fetch_max_wait_ms"):
         PlannerSettings()
 

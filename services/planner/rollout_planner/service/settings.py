@@ -33,10 +33,11 @@ class PlannerSettings(RedisServiceSettings):
     poll_max_records: int = Field(default=500, ge=1)
     kafka_fetch_max_wait_ms: int = Field(
         default=100,
-        ge=0,
+        ge=10,
         description="how long the broker may hold the planner's fetch while the partitions in it have nothing new: "
         "a backlog on readiness waits this long for each refill while the other topics are idle (aiokafka's "
-        "500 cost a fifth of a catch-up's time); an idle planner sends 1000/this empty fetches a second",
+        "500 cost a fifth of a catch-up's time); an idle planner sends 1000/this empty fetches a second, "
+        "hence the floor of 10",
     )
     poll_timeout_s: float = Field(default=1.0, gt=0)
     time_scale: float = Field(
