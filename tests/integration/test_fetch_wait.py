@@ -61,6 +61,9 @@ def test_the_planners_fetch_wait_is_a_setting(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("ROLLOUT_KAFKA_FETCH_MAX_WAIT_MS", "0")  # an idle planner would fetch without pause
     with pytest.raises(ValueError, match="kafka_fetch_max_wait_ms"):
         PlannerSettings()
+    monkeypatch.setenv("ROLLOUT_KAFKA_FETCH_MAX_WAIT_MS", "60000")  # every idle fetch would time out
+    with pytest.raises(ValueError, match="kafka_fetch_max_wait_ms"):
+        PlannerSettings()
 
 
 def test_a_negative_fetch_wait_is_refused() -> None:

@@ -34,10 +34,11 @@ class PlannerSettings(RedisServiceSettings):
     kafka_fetch_max_wait_ms: int = Field(
         default=100,
         ge=10,
+        le=10_000,
         description="how long the broker may hold the planner's fetch while the partitions in it have nothing new: "
         "a backlog on readiness waits this long for each refill while the other topics are idle (aiokafka's "
         "500 cost a fifth of a catch-up's time); an idle planner sends 1000/this empty fetches a second, "
-        "hence the floor of 10",
+        "hence the floor of 10; the ceiling stays well inside the client's 40 s request timeout",
     )
     poll_timeout_s: float = Field(default=1.0, gt=0)
     time_scale: float = Field(
