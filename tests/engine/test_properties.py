@@ -134,8 +134,8 @@ def _counts_are_each_clusters_status(state: EngineState) -> None:
     what each of its clusters' own status says."""
     for stage in state.stages:
         view = stage_view(state, stage, with_clusters=False)
+        names = stage.members + stage.no_partition
         for track in TRACK_INDEXES:
-            names = stage.members + stage.no_partition
             expected = Counter(track_status(state, state.clusters[name], track)[0].value for name in names)
             assert view["tracks"][TRACKS[track].value]["counts"] == dict(expected), (stage.spec.name, track)
 
