@@ -25,7 +25,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType  # type: ignore[import-untyped]
 from aiokafka.conn import collect_hosts, create_conn  # type: ignore[import-untyped]
 
-from rollout_adapters import kafka_fetcher_close, kafka_records
+from rollout_adapters import kafka_fetcher_close, kafka_port_records, kafka_records
 from rollout_adapters.kafka_clients import PRODUCER_FLUSH_S, _quietly_closed, _start
 from rollout_adapters.kafka_consumer import KafkaConsumer, UnreadableRecordError
 from rollout_adapters.kafka_errors import _translated, translate
@@ -136,8 +136,10 @@ class KafkaBus:
         self._consumers: set[KafkaConsumer] = set()
         self._closed = False
         # A header name that is not UTF-8 would stop every poll of its partition (BUS-4); a
-        # consumer closed with the broker down would raise CancelledError out of its close.
+        # consumer closed with the broker down would raise CancelledError out of its close; our
+        # consumers' records are built as `Record`s in the fetcher (one object a record, not two).
         kafka_records.install()
+        kafka_port_records.install()
         kafka_fetcher_close.install()
 
     async def ensure_topics(self, topics: Sequence[TopicSpec]) -> None:

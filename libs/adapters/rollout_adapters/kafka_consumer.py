@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition  # type: ignore[import-untyped]
+from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]
 from aiokafka.abc import ConsumerRebalanceListener  # type: ignore[import-untyped]
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor  # type: ignore[import-untyped]
 
 from rollout_adapters.kafka_clients import _quietly_closed
 from rollout_adapters.kafka_errors import _translated
+from rollout_adapters.kafka_port_records import port_records, to_port_record
 from rollout_adapters.memory_bus import next_offsets
 from rollout_common.errors import InvalidInputError, PermanentError, TransientError
 from rollout_common.ports import Record, StartAt
@@ -95,7 +96,12 @@ class KafkaConsumer:
                 raise UnreadableRecordError(_unreadable(self._topics, self._group)) from exc
         if self._ownership.started_at:
             await self._commit_start_positions()
-        return [_to_record(message) for tp in sorted(batches) for message in batches[tp]]
+        # With `kafka_port_records` installed (every bus does) the fetcher built each `Record`.
+        return [
+            m if type(m) is Record else to_port_record(topic=tp.topic, partition=tp.partition, record=m)
+            for tp in sorted(batches)
+            for m in batches[tp]
+        ]
 
     async def _commit_start_positions(self) -> None:
         """Commit where `start_at` started each partition (the records before it are done): once
@@ -165,6 +171,7 @@ class KafkaConsumer:
                     # Range, as MemoryBus: co-partitioned topics land on the same member.
                     partition_assignment_strategy=(RangePartitionAssignor,),
                     **asdict(self._bus.consumer_options),
+                    value_deserializer=port_records,
                 )
                 self._ownership.consumer = consumer
                 consumer.subscribe(self._topics, listener=self._ownership)
@@ -188,25 +195,6 @@ def _unreadable(topics: Sequence[str], group: str | None) -> str:
         f"read: find it with `kcat -C -t TOPIC -f '%p %o %h\\n'` and move group {group or 'GROUP'!r} past it with "
         "kafka-consumer-groups.sh --reset-offsets --to-offset OFFSET+1 --topic TOPIC:PARTITION "
         "(docs/security.md, Bad input)"
-    )
-
-
-def _to_record(message: ConsumerRecord[bytes, bytes]) -> Record:
-    # Kafka allows null values (tombstones) and null header values; the port has bytes only, as
-    # anything published through it does, so a null from another producer reads as empty. A plain
-    # dict, made fresh for this record and shared with nobody: a read-only view cost about 1 µs a
-    # record on the planner's path.
-    headers = dict(message.headers)
-    if None in headers.values():
-        headers = {name: data or b"" for name, data in headers.items()}
-    return Record(
-        topic=message.topic,
-        partition=message.partition,
-        offset=message.offset,
-        key=message.key,
-        value=message.value or b"",
-        headers=headers,
-        timestamp_ms=message.timestamp,
     )
 
 
