@@ -26,7 +26,7 @@ TP = TopicPartition("rollout.readiness", 3)
 
 def _batch() -> bytes:
     """Offsets 10 to 13: a plain record, a tombstone, a record without a key and one whose header
-    value is null (as a producer that is not ours may write)."""
+    value is null and another empty (as a producer that is not ours may write)."""
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=0,
@@ -39,7 +39,7 @@ def _batch() -> bytes:
     builder.append(0, timestamp=1000, key=b"a", value=b'{"x":1}', headers=[("ce_id", b"1")])
     builder.append(1, timestamp=1001, key=b"b", value=None, headers=[])
     builder.append(2, timestamp=1002, key=None, value=b"v", headers=[("ce_id", b"3"), ("ce_type", b"t")])
-    builder.append(3, timestamp=1003, key=b"d", value=b"w", headers=[("ce_id", None), ("other", b"o")])
+    builder.append(3, timestamp=1003, key=b"d", value=b"w", headers=[("ce_id", None), ("other", b"o"), ("empty", b"")])
     data = bytearray(builder.build())
     data[0:8] = (10).to_bytes(8, "big")
     return bytes(data)
@@ -54,7 +54,7 @@ EXPECTED = [
     Record("rollout.readiness", 3, 10, b"a", b'{"x":1}', {"ce_id": b"1"}, 1000),
     Record("rollout.readiness", 3, 11, b"b", b"", {}, 1001),
     Record("rollout.readiness", 3, 12, None, b"v", {"ce_id": b"3", "ce_type": b"t"}, 1002),
-    Record("rollout.readiness", 3, 13, b"d", b"w", {"ce_id": b"", "other": b"o"}, 1003),
+    Record("rollout.readiness", 3, 13, b"d", b"w", {"ce_id": b"", "other": b"o", "empty": b""}, 1003),
 ]
 
 
@@ -78,7 +78,7 @@ def test_any_other_consumer_gets_the_clients_own_records() -> None:
     assert type(made) is CLIENT_PARTITION_RECORDS
     records = list(made)
     assert [type(r) for r in records] == [ConsumerRecord] * 4
-    assert records[3].headers == (("ce_id", None), ("other", b"o"))
+    assert records[3].headers == (("ce_id", None), ("other", b"o"), ("empty", b""))
     assert records[1].value is None
 
 

@@ -17,9 +17,11 @@ Without `install` the marker is an identity deserializer, so a consumer still re
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import aiokafka.consumer.fetcher as _fetcher  # type: ignore[import-untyped]
+from aiokafka import TopicPartition
 
 from rollout_common.ports import Record
 
@@ -36,23 +38,44 @@ def port_records(value: bytes | None) -> bytes | None:
 
 
 def to_port_record(*, topic: str, partition: int, record: Any) -> Record:
-    """The port's view of one record (aiokafka's unpacked record or its `ConsumerRecord`).
-
-    Kafka allows null values (tombstones) and null header values; the port has bytes only, as
-    anything published through it does, so a null from another producer reads as empty. The
-    headers are a plain dict, made fresh for this record and shared with nobody: a read-only view
-    cost about 1 µs a record on the planner's path."""
-    headers = dict(record.headers)
-    if None in headers.values():
-        headers = {name: data or b"" for name, data in headers.items()}
-    return Record(topic, partition, record.offset, record.key, record.value or b"", headers, record.timestamp)
+    """The port's view of one record (aiokafka's unpacked record or its `ConsumerRecord`)."""
+    return _port_record(TopicPartition(topic, partition), record)
 
 
 class PortPartitionRecords(CLIENT_PARTITION_RECORDS):  # type: ignore[misc]
     """aiokafka's `PartitionRecords`, handing out the port's `Record`s."""
 
-    def _consumer_record(self, tp: Any, record: Any) -> Record:
-        return to_port_record(topic=tp.topic, partition=tp.partition, record=record)
+    def _consumer_record(self, tp: TopicPartition, record: Any) -> Record:
+        return _port_record(tp, record)
+
+
+# `Record` is a frozen dataclass: its `__init__` sets each field through `object.__setattr__`,
+# 0.9 µs a record. Its slots' own setters do the same work in half that. They must cover every
+# field, or a field would be left unset: checked here, when the module is loaded.
+_FIELDS = ("topic", "partition", "offset", "key", "value", "headers", "timestamp_ms")
+if tuple(f.name for f in dataclasses.fields(Record)) != _FIELDS:
+    raise ImportError(f"rollout_common.ports.Record's fields are not {_FIELDS}: update kafka_port_records")
+_new = object.__new__
+_topic, _partition, _offset, _key, _value, _headers, _timestamp = (getattr(Record, name).__set__ for name in _FIELDS)
+
+
+def _port_record(tp: TopicPartition, record: Any) -> Record:
+    """Kafka allows null values (tombstones) and null header values; the port has bytes only, as
+    anything published through it does, so a null from another producer reads as empty. The
+    headers are a plain dict, made fresh for this record and shared with nobody: a read-only view
+    cost about 1 µs a record on the planner's path."""
+    headers = dict(record.headers)
+    if not all(headers.values()):  # a null among them (an empty value is kept as it is)
+        headers = {name: data or b"" for name, data in headers.items()}
+    built = _new(Record)
+    _topic(built, tp.topic)
+    _partition(built, tp.partition)
+    _offset(built, record.offset)
+    _key(built, record.key)
+    _value(built, record.value or b"")
+    _headers(built, headers)
+    _timestamp(built, record.timestamp)
+    return built
 
 
 def partition_records(*args: Any, **kwargs: Any) -> Any:
