@@ -7,7 +7,7 @@ year 9999 or infinite, and a reader with a clock refuses one far ahead of it."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from pydantic import BaseModel
@@ -18,6 +18,7 @@ from rollout_common.commands import CheckSeries, StageAdvance, StageTransition
 from rollout_common.epoch import MAX_FUTURE_SKEW_S
 from rollout_common.errors import InvalidInputError
 from rollout_common.events import (
+    Event,
     InventoryChange,
     OperatorCommand,
     Readiness,
@@ -30,7 +31,7 @@ from rollout_common.heartbeat import Heartbeat
 from rollout_common.ports import Record
 from rollout_common.topics.catalog import CHECK_RESULTS, READINESS, UPGRADE_RESULTS
 from rollout_common.version import MAX_PART_DIGITS, VersionError, parse_minor, parse_version
-from rollout_planner.service.intake import Intake
+from rollout_planner.service.intake import INPUT_TOPICS, Intake
 
 HUGE = "1.31." + "9" * 5000
 LONGEST = "1.31." + "9" * MAX_PART_DIGITS + "-gke." + "9" * MAX_PART_DIGITS
@@ -203,3 +204,12 @@ def test_chk2_a_check_series_time_is_bounded_like_every_event_time(since: float,
     time is refused there, naming the field, as on every other topic (BUS-4)."""
     with pytest.raises(ValueError, match=field):
         CheckSeries(rollout_id="r", stage="s", check="c", running=True, since=since, interval=interval)
+
+
+def test_every_model_the_planners_intake_decodes_is_an_engine_event() -> None:
+    """The planner hands a poll's events to the engine in an `EventBatch` it builds without
+    validating them again (`BatchDecision.decide`): only sound while every model of every topic
+    the planner reads is one of the engine's events."""
+    union = get_args(get_args(Event)[0])
+    decoded = {model for topic in INPUT_TOPICS for model in topic.models}
+    assert decoded and decoded <= set(union), sorted(m.__name__ for m in decoded - set(union))

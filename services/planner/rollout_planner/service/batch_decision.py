@@ -87,7 +87,9 @@ class BatchDecision:
 
     def decide(self, state: EngineState, events: list[Event], now: float) -> list[Command]:
         started = time.perf_counter()
-        _, commands = self._decide(state, EventBatch(events=tuple(events)), now)
+        # Built, not validated: each event is a model its decoder (or the journal) validated, and
+        # checking them again against the union of event types cost 0.3 to 0.5 µs an event.
+        _, commands = self._decide(state, EventBatch.model_construct(events=tuple(events)), now)
         self._metrics.decision_seconds.observe(time.perf_counter() - started)
         # one counter update per kind, not per event: a label lookup costs about as much as decoding
         for kind, count in collections.Counter(event.kind for event in events).items():
