@@ -46,6 +46,10 @@ def test_plainly_within_is_conservative() -> None:
     assert not json_bounds.plainly_within(b'{"a": "' + b"x" * json_bounds.MAX_STRING_BYTES + b'"}')
     assert not json_bounds.plainly_within(b'{"a": 1234567890123}')  # 13 digits in a row: looked at closely
     assert json_bounds.plainly_within(b'{"a": 123456789012, "b": [[1.5e-3]]}')
+    assert not json_bounds.plainly_within(b'{"a": NaN}')
+    assert not json_bounds.plainly_within(b'{"a": -Infinity}')
+    assert not json_bounds.plainly_within(b'{"a": "an Infinity inside a string counts too"}')
+    assert json_bounds.plainly_within(b'{"name": "NodePool-Infra", "note": "Not a number, nor Infinite"}')
 
 
 def test_bus4_bus7_a_time_that_overflows_to_infinity_is_refused_on_the_fast_path() -> None:
