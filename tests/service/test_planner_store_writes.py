@@ -4,6 +4,7 @@ by an idle planner or a clean stop, so a restart re-publishes nothing (BUS-6).""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -13,6 +14,7 @@ from planner_harness import OLD, START, FakeFleet, release, settings
 
 from rollout_adapters.memory_bus import MemoryBus
 from rollout_adapters.memory_store import MemoryStore
+from rollout_adapters.redis_store import RedisStore
 from rollout_common.fleet import Cluster
 from rollout_common.sequence import Sequence as StageSequence
 from rollout_common.topics.catalog import STAGE_ADVANCE
@@ -169,3 +171,47 @@ async def test_bus_6_a_batch_is_on_its_way_to_the_store_before_the_next_poll_is_
     assert await planner.step() == 1
     await planner.close()
     assert order[:2] == ["decode 1 after 0 journal write(s)", "decode 1 after 1 journal write(s)"]
+
+
+@pytest.mark.integration
+async def test_bus_6_on_a_real_redis_the_batchs_write_is_on_the_wire_before_the_next_poll_is_decoded(
+    redis_url: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above, through redis-py's asyncio client, which takes more than one turn of the loop to
+    put a command on its socket (it looks at the connection first): what the planner yields before
+    it decodes must be enough for that client, or the write waits behind the decoding."""
+    on_the_wire: list[bytes] = []
+    writelines = asyncio.StreamWriter.writelines
+
+    def sent(writer: asyncio.StreamWriter, data: Any) -> None:
+        on_the_wire.append(b"".join(data))
+        writelines(writer, data)
+
+    bus, store = MemoryBus(), RedisStore(redis_url, namespace=f"{topic_prefix}.wire")
+    planner = Planner(
+        bus=bus,
+        store=store,
+        settings=settings(P, poll_max_records=1, **QUIET),
+        clock=ManualClock(START),
+        initial_state=_one_at_a_time(),
+    )
+    try:
+        assert await planner.start()
+        decode = planner._decision.decode
+        order: list[str] = []
+
+        def logged_decode(*args: Any, **kwargs: Any) -> Any:
+            taken = decode(*args, **kwargs)
+            journals = sum(b"planner/journal/" in command for command in on_the_wire)
+            order.append(f"decode {len(taken.records)} after {journals} journal write(s) sent")
+            return taken
+
+        planner._decision.decode = logged_decode  # type: ignore[method-assign]
+        monkeypatch.setattr(asyncio.StreamWriter, "writelines", sent)
+        await release(bus, P, event_id="rel-1")
+        await release(bus, P, event_id="rel-2")  # one record a poll: the second is the prefetch
+        assert await planner.step() == 1
+        assert order[:2] == ["decode 1 after 0 journal write(s) sent", "decode 1 after 1 journal write(s) sent"]
+    finally:
+        await planner.close()
+        await store.close()

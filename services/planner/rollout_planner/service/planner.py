@@ -53,6 +53,9 @@ log = logging.getLogger("rollout.planner")
 # How long a stop waits for the offset commit in flight before giving it up (harmless: the records
 # come again and are skipped by the stored offsets).
 COMMIT_ON_CLOSE_S = 5.0
+# Turns of the loop the store's client takes from a write's call to its socket: redis-py's asyncio
+# client looks at the connection (a turn) before it sends. Held by a test on a real server.
+TURNS_TO_SEND_A_WRITE = 2
 
 # Builds the engine state when the store holds no snapshot yet; returns None while there is
 # nothing to plan (no sequence applied), and is asked again later.
@@ -356,9 +359,12 @@ class Planner:
         (decoding touches no state: the next batch is decided only after this one is published)."""
         write = asyncio.create_task(self._persist(events, now=now))
         try:
-            # One turn of the loop takes the write to the store's socket: without it the task would
-            # start only at `await write` below, after the decoding it is there to overlap.
-            await asyncio.sleep(0)
+            # The write must reach the store's socket before the decoding it is there to overlap,
+            # which holds the loop: without these turns the task would start at `await write`.
+            for _ in range(TURNS_TO_SEND_A_WRITE):
+                if write.done():
+                    break
+                await asyncio.sleep(0)
             records = await self._poll(self._started_intake().consumer, 0.0)
             if records:
                 self._prefetched = self._decision.decode(records, self.checkpoint, now=self._clock.now())
