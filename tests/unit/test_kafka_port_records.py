@@ -19,6 +19,7 @@ from rollout_adapters.kafka_port_records import (
     port_records,
     to_port_record,
 )
+from rollout_adapters.kafka_records import LenientMemoryRecords
 from rollout_common.ports import Record
 
 TP = TopicPartition("rollout.readiness", 3)
@@ -108,3 +109,26 @@ def test_without_install_the_adapter_copies_the_clients_records_into_the_same_re
 def test_install_has_the_fetcher_make_its_partition_records_through_ours() -> None:
     install()
     assert fetcher.PartitionRecords is partition_records
+
+
+def test_a_header_name_that_is_not_utf8_reaches_the_record_through_the_lenient_reader() -> None:
+    """BUS-4: the lenient reader reads such a batch again from its bytes (kafka_records); its records
+    become the port's `Record`s like any other, the bad name holding lone surrogates for the
+    envelope decoder to refuse."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    builder.append(0, timestamp=1000, key=b"a", value=b"{}", headers=[("ce_id", b"1")])
+    builder.append(1, timestamp=1001, key=b"b", value=b"{}", headers=[("\x01\x02", b"v")])
+    data = bytes(builder.build()).replace(b"\x01\x02", b"\xff\xfe")
+    made = partition_records(TP, LenientMemoryRecords(data), [], 0, None, port_records, False, 0)
+    assert list(made) == [
+        Record("rollout.readiness", 3, 0, b"a", b"{}", {"ce_id": b"1"}, 1000),
+        Record("rollout.readiness", 3, 1, b"b", b"{}", {"\udcff\udcfe": b"v"}, 1001),
+    ]
