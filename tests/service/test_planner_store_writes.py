@@ -144,10 +144,11 @@ async def test_bus_6_an_outbox_published_but_not_marked_goes_out_again_after_a_c
     assert await _published(store) == resumed.checkpoint.batch
 
 
-async def test_bus_6_a_batch_is_on_its_way_to_the_store_before_the_next_poll_is_decoded() -> None:
-    """The next poll is decoded while the store writes the batch before it: the write is sent
-    first (the decoding touches no state, and that batch is decided only after this one went out)."""
-    bus, store = MemoryBus(), CountingStore()
+async def _prefetch_order(store: MemoryStore | RedisStore, journals_sent: Callable[[], int]) -> list[str]:
+    """Two releases, one record a poll: how many journal writes had gone out since the planner
+    started when each poll was decoded (the second poll is the prefetch made while the first batch
+    is written)."""
+    bus = MemoryBus()
     planner = Planner(
         bus=bus,
         store=store,
@@ -155,21 +156,31 @@ async def test_bus_6_a_batch_is_on_its_way_to_the_store_before_the_next_poll_is_
         clock=ManualClock(START),
         initial_state=_one_at_a_time(),
     )
-    assert await planner.start()
-    decode = planner._decision.decode
     order: list[str] = []
+    try:
+        assert await planner.start()
+        decode = planner._decision.decode
+        before = journals_sent()
 
-    def logged_decode(*args: Any, **kwargs: Any) -> Any:
-        taken = decode(*args, **kwargs)
-        journals = sum("journal" in _shape(keys) for keys in store.writes)
-        order.append(f"decode {len(taken.records)} after {journals} journal write(s)")
-        return taken
+        def logged_decode(*args: Any, **kwargs: Any) -> Any:
+            taken = decode(*args, **kwargs)
+            order.append(f"decode {len(taken.records)} after {journals_sent() - before} journal write(s)")
+            return taken
 
-    planner._decision.decode = logged_decode  # type: ignore[method-assign]
-    await release(bus, P, event_id="rel-1")
-    await release(bus, P, event_id="rel-2")  # one record a poll: the second is the prefetch
-    assert await planner.step() == 1
-    await planner.close()
+        planner._decision.decode = logged_decode  # type: ignore[method-assign]
+        await release(bus, P, event_id="rel-1")
+        await release(bus, P, event_id="rel-2")
+        assert await planner.step() == 1
+    finally:
+        await planner.close()
+    return order
+
+
+async def test_bus_6_a_batch_is_on_its_way_to_the_store_before_the_next_poll_is_decoded() -> None:
+    """The next poll is decoded while the store writes the batch before it: the write is sent
+    first (the decoding touches no state, and that batch is decided only after this one went out)."""
+    store = CountingStore()
+    order = await _prefetch_order(store, lambda: sum("journal" in _shape(keys) for keys in store.writes))
     assert order[:2] == ["decode 1 after 0 journal write(s)", "decode 1 after 1 journal write(s)"]
 
 
@@ -187,31 +198,10 @@ async def test_bus_6_on_a_real_redis_the_batchs_write_is_on_the_wire_before_the_
         on_the_wire.append(b"".join(data))
         writelines(writer, data)
 
-    bus, store = MemoryBus(), RedisStore(redis_url, namespace=f"{topic_prefix}.wire")
-    planner = Planner(
-        bus=bus,
-        store=store,
-        settings=settings(P, poll_max_records=1, **QUIET),
-        clock=ManualClock(START),
-        initial_state=_one_at_a_time(),
-    )
+    store = RedisStore(redis_url, namespace=f"{topic_prefix}.wire")
+    monkeypatch.setattr(asyncio.StreamWriter, "writelines", sent)
     try:
-        assert await planner.start()
-        decode = planner._decision.decode
-        order: list[str] = []
-
-        def logged_decode(*args: Any, **kwargs: Any) -> Any:
-            taken = decode(*args, **kwargs)
-            journals = sum(b"planner/journal/" in command for command in on_the_wire)
-            order.append(f"decode {len(taken.records)} after {journals} journal write(s) sent")
-            return taken
-
-        planner._decision.decode = logged_decode  # type: ignore[method-assign]
-        monkeypatch.setattr(asyncio.StreamWriter, "writelines", sent)
-        await release(bus, P, event_id="rel-1")
-        await release(bus, P, event_id="rel-2")  # one record a poll: the second is the prefetch
-        assert await planner.step() == 1
-        assert order[:2] == ["decode 1 after 0 journal write(s) sent", "decode 1 after 1 journal write(s) sent"]
+        order = await _prefetch_order(store, lambda: sum(b"planner/journal/" in c for c in on_the_wire))
     finally:
-        await planner.close()
         await store.close()
+    assert order[:2] == ["decode 1 after 0 journal write(s)", "decode 1 after 1 journal write(s)"]

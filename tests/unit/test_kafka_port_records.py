@@ -25,10 +25,9 @@ from rollout_common.ports import Record
 TP = TopicPartition("rollout.readiness", 3)
 
 
-def _batch() -> bytes:
-    """Offsets 10 to 13: a plain record, a tombstone, a record without a key and one whose header
-    value is null and another empty (as a producer that is not ours may write)."""
-    builder = DefaultRecordBatchBuilder(
+def _builder() -> Any:
+    """An empty v2 batch, uncompressed, outside any transaction."""
+    return DefaultRecordBatchBuilder(
         magic=2,
         compression_type=0,
         is_transactional=0,
@@ -37,6 +36,12 @@ def _batch() -> bytes:
         base_sequence=-1,
         batch_size=1 << 20,
     )
+
+
+def _batch() -> bytes:
+    """Offsets 10 to 13: a plain record, a tombstone, a record without a key and one whose header
+    value is null and another empty (as a producer that is not ours may write)."""
+    builder = _builder()
     builder.append(0, timestamp=1000, key=b"a", value=b'{"x":1}', headers=[("ce_id", b"1")])
     builder.append(1, timestamp=1001, key=b"b", value=None, headers=[])
     builder.append(2, timestamp=1002, key=None, value=b"v", headers=[("ce_id", b"3"), ("ce_type", b"t")])
@@ -115,15 +120,7 @@ def test_a_header_name_that_is_not_utf8_reaches_the_record_through_the_lenient_r
     """BUS-4: the lenient reader reads such a batch again from its bytes (kafka_records); its records
     become the port's `Record`s like any other, the bad name holding lone surrogates for the
     envelope decoder to refuse."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=0,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
+    builder = _builder()
     builder.append(0, timestamp=1000, key=b"a", value=b"{}", headers=[("ce_id", b"1")])
     builder.append(1, timestamp=1001, key=b"b", value=b"{}", headers=[("\x01\x02", b"v")])
     data = bytes(builder.build()).replace(b"\x01\x02", b"\xff\xfe")
