@@ -158,14 +158,28 @@ def start_system(
 
 async def wait_for_fleet(redis_url: str, prefix: str, services: ServiceProcesses, *, clusters: int) -> None:
     """The planner has taken in the whole inventory (what `rollout status` would show)."""
+    await wait_for_status(redis_url, prefix, services, until=lambda document: document["clusters"] == clusters)
+
+
+async def wait_for_status(
+    redis_url: str,
+    prefix: str,
+    services: ServiceProcesses,
+    *,
+    until: Callable[[dict[str, Any]], bool],
+    timeout_s: float = 60.0,
+) -> dict[str, Any]:
+    """The first status document for which `until` holds. The planner writes the document after it
+    publishes a batch's messages, so a reader of the progress topic can be ahead of it."""
     client = aioredis.Redis.from_url(redis_url)
     try:
-        async with asyncio.timeout(60):
+        async with asyncio.timeout(timeout_s):
             while True:
                 assert not services.exited(), f"exited: {services.exited()}\n{services.log_tail('planner')}"
                 raw = await client.get(f"{prefix}:status")
-                if raw is not None and json.loads(raw)["clusters"] == clusters:
-                    return
+                document = None if raw is None else json.loads(raw)
+                if document is not None and until(document):
+                    return document  # type: ignore[no-any-return]
                 await asyncio.sleep(0.2)
     finally:
         await client.aclose()

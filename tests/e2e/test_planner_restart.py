@@ -39,6 +39,7 @@ from e2e_system import (
     staged_fleet,
     start_system,
     wait_for_fleet,
+    wait_for_status,
 )
 from service_processes import ServiceProcesses
 
@@ -110,6 +111,10 @@ def transitions(records: list[Message], state: str) -> dict[tuple[str, str], lis
 
 def every_track_complete(records: list[Message]) -> bool:
     return len(transitions(records, "COMPLETE")) == len(STAGES) * 2
+
+
+def rollouts_completed(status: dict[str, Any]) -> bool:
+    return [rollout["state"] for rollout in status["rollouts"]] == ["COMPLETED"]
 
 
 def first_stage_soaking(records: list[Message]) -> bool:
@@ -200,11 +205,14 @@ async def test_planner_killed_during_a_soak_resumes_and_ends_the_soak_on_time(
     except TimeoutError:
         pytest.fail(f"not complete in {COMPLETE_TIMEOUT_S}s; planner log:\n{services.log_tail('planner', 6000)}")
 
-    # It resumed from its snapshot rather than starting over.
-    after = await redis_json(redis_url, f"{prefix}:status")
+    # It resumed from its snapshot rather than starting over. The status document is written after
+    # the batch's messages are published, so the progress topic may show the last COMPLETE first.
+    try:
+        after = await wait_for_status(redis_url, prefix, services, until=rollouts_completed, timeout_s=30)
+    except TimeoutError:
+        pytest.fail(f"the status never said COMPLETED: {await redis_json(redis_url, f'{prefix}:status')}")
     assert after["clusters"] == len(cluster_names())
     assert after["batch"] > before_kill["batch"]
-    assert [rollout["state"] for rollout in after["rollouts"]] == ["COMPLETED"]
 
     # Every stage and track completed, once, with the release's version.
     complete = transitions(progress, "COMPLETE")
