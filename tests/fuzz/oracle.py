@@ -83,6 +83,9 @@ class CheckedSimulator(Simulator):
     def _decide(self, events: list[Event], t: float) -> list[Command]:
         if self.report.decisions == self.twin_at:
             self.twin = load(dump(self.state))
+            drift = audit(self.twin)  # a fact rebuilt on load that the live state holds otherwise
+            if drift:
+                raise OracleError(f"restart: at t={t} the reloaded state fails the audit: {'; '.join(drift[:3])}")
         commands = super()._decide(events, t)
         drift = audit(self.state)
         if drift:

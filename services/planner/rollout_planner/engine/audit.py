@@ -84,6 +84,8 @@ def _member_counts(
         if available != cluster.available:
             problems.append(f"{name}: cached available {cluster.available}, really {available}")
         unavailable += not available
+        if cluster.busy and any(cluster.queued):
+            problems.append(f"{name}: queued {cluster.queued} while upgrading {cluster.running}")
         for track in TRACK_INDEXES:
             not_done[track] += cluster.target[track] is not None or not available
             queued_unavailable[track] += cluster.queued[track] and not available

@@ -372,4 +372,6 @@ def _mark_running(
         cluster.origin = put(cluster.origin, track, (stage.index, partition.index))
         stage.handed[(cluster.name, track)] = partition.index
         set_queued(state, cluster, track, False)
+        # busy now, so out of the other track's queue too: its result queues it again (`enqueue`)
+        set_queued(state, cluster, NODES if track == CP else CP, False)
         refresh(state, cluster)

@@ -119,7 +119,11 @@ def _newer(state: EngineState, rollout_id: str, *, than: str) -> bool:
 def enqueue(state: EngineState, cluster: ClusterRec, track: int) -> None:
     """Put the cluster in its partition's queue when nothing but a batch slot holds it back."""
     version = cluster.target[track]
-    if version is None or cluster.queued[track] or cluster.running[track] is not None:
+    # A cluster runs one upgrade at a time: while either track runs it waits outside the queue and
+    # its result queues it (`results._wake_other_track`). Queued meanwhile, it would be a head that
+    # cannot start, and a restarted planner, whose queues are built from the stored facts, would
+    # choose the next batch's version otherwise (BUS-6; fuzz seed 1001695).
+    if version is None or cluster.queued[track] or cluster.busy:
         return
     if cluster.failed[track] is not None or cluster.profile.deprecated_api_usage:
         return
