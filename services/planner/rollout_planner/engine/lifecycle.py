@@ -81,6 +81,9 @@ def withdraw(state: EngineState, stage: StageRec, run: Run, reason: StageReason)
     state.dirty.add(stage.index)
 
 
+_HALTED_HERE = "the rollout is halted at this stage (CHK-2)"
+
+
 def _lowest(offer: Offer) -> Version | None:
     values = sorted((offer.by_minor or {}).values())
     return values[0] if values else None
@@ -93,6 +96,13 @@ def _empty_stage(state: EngineState, stage: StageRec, run: Run) -> None:
         return
     run.qualified = run.offered
     run.started_at = state.now
+    halt = halted_here(state, run)
+    if halt is not None:
+        # CHK-2: a check halted the rollout here before this track arrived: it waits halted, and a
+        # resume passes it through as an empty stage's soak (`resume_halted`)
+        run.soak_started = run.soak_end = state.now
+        transition(state, run, StageState.PAUSED, halt, detail=_HALTED_HERE)
+        return
     if any(check.guards(CheckPhase.SOAK) for check in stage.spec.checks):
         _judged_by_soak_checks(state, stage, run)
         return
@@ -158,7 +168,7 @@ def _start(state: EngineState, run: Run) -> None:
     if paused:
         transition(state, run, StageState.PAUSED, StageReason.USER)
     elif halt is not None:
-        transition(state, run, StageState.PAUSED, halt, detail="the rollout is halted at this stage (CHK-2)")
+        transition(state, run, StageState.PAUSED, halt, detail=_HALTED_HERE)
     else:
         transition(state, run, StageState.IN_PROGRESS, StageReason.VERSION_ARRIVED)
     state.add_run_timer(
