@@ -4,12 +4,15 @@ refused with the bounded path's reason."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 import pytest
+from pydantic import BaseModel
 
 from rollout_common import envelope, json_bounds
 from rollout_common.errors import InvalidInputError
 from rollout_common.events import Readiness
-from rollout_common.topics.catalog import READINESS
+from rollout_common.topics.catalog import READINESS, UPGRADE_RESULTS
 
 HEADERS = envelope.encode(Readiness(cluster="c-1", ready=True), event_id="e-1", source="test", at=1.0)[1]
 
@@ -132,6 +135,11 @@ def test_bus4_the_fast_path_decides_every_header_set_as_the_general_path_does(
         cases.append((rng.choice(values), headers))
     fast = [_outcome(value, headers) for value, headers in cases]
     events = [_event_outcome(value, headers) for value, headers in cases]
+    together = [
+        ("refused", str(outcome)) if isinstance(outcome, InvalidInputError) else ("decoded", outcome)
+        for outcome in envelope.decode_events(cases, READINESS.models)
+    ]
+    assert together == events
     monkeypatch.setattr(envelope, "_fast_model", lambda *args: None)
     general = [_outcome(value, headers) for value, headers in cases]
     assert fast == general
@@ -147,3 +155,133 @@ def test_bus4_decode_event_refuses_a_value_over_the_size_bound_as_decode_does() 
         envelope.decode_event(value, HEADERS, READINESS.models)
     assert str(by_event.value) == str(by_decode.value)
     assert str(by_event.value).startswith(f"message of {len(value)} bytes exceeds {envelope.MAX_VALUE_BYTES}")
+
+
+# -- a poll decoded at once (`decode_events`) ------------------------------------------------------
+
+_GOOD_READINESS = b'{"kind":"readiness","cluster":"c-%d","ready":true,"observedAt":1764601234.25}'
+_GOOD_RESULT = (
+    b'{"kind":"upgrade_result","commandId":"b-%d","cluster":"c-1","track":"nodes",'
+    b'"version":"1.31.13-gke.1023000","outcome":"succeeded"}'
+)
+# Each is refused alone; in a poll of good records it makes its model's group fall back.
+_SPOILERS = [
+    b'{"kind":"readiness","cluster":"c-1","ready":true,"observedAt":NaN}',
+    b'{"kind":"readiness","cluster":"c-1","ready":true,"observedAt":-Infinity}',
+    b'{"kind":"readiness","cluster":"c-1","ready":true,"observedAt":1.' + b"0" * 45 + b"}",
+    b'{"kind":"readiness","cluster":"c-1","ready":true,"observedAt":1e99999}',
+    b'{"kind":"readiness","cluster":"c-1","ready":"yes"}',
+    b'{"kind":"readiness","cluster":"c-1","ready":true,"extra":' + b"[" * 40 + b"]" * 40 + b"}",
+    b'{"kind":"readiness","cluster":"c-1","ready":true,"reason":"' + b"x" * json_bounds.MAX_STRING_BYTES + b'"}',
+    b'{"kind":"readiness","cluster":"c-1","ready":true,"reason":"' + b"x" * envelope.MAX_VALUE_BYTES + b'"}',
+    b'{"kind":"readiness","cluster":"c-1","ready":true,"reason":"a"',  # cut short
+    b'{"kind":"readiness","cluster":"c-1","ready":true}, {"kind":"readiness","cluster":"c-2","ready":true}',
+    b'{"kind":"upgrade_result","commandId":"","cluster":"c-1","track":"nodes","version":"1.31","outcome":"x"}',
+    b"",
+]
+_MODELS = (Readiness, *UPGRADE_RESULTS.models)
+
+
+def _one_by_one(items: list[tuple[bytes, dict[str, bytes]]]) -> list[tuple[str, object]]:
+    return [_event_outcome(value, headers) for value, headers in items]
+
+
+def _together(items: list[tuple[bytes, dict[str, bytes]]]) -> list[tuple[str, object]]:
+    return [
+        ("refused", str(outcome)) if isinstance(outcome, InvalidInputError) else ("decoded", outcome)
+        for outcome in envelope.decode_events(items, _MODELS)
+    ]
+
+
+def _event_outcome_of(models: tuple[type[BaseModel], ...]) -> Callable[[bytes, dict[str, bytes]], tuple[str, object]]:
+    def outcome(value: bytes, headers: dict[str, bytes]) -> tuple[str, object]:
+        try:
+            return "decoded", envelope.decode_event(value, headers, models)
+        except InvalidInputError as exc:
+            return "refused", str(exc)
+
+    return outcome
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_bus4_a_poll_decoded_at_once_gives_each_record_what_it_gets_alone(seed: int) -> None:
+    """Generated polls of 1 to 60 records of two models, interleaved: mostly good ones, sometimes a
+    record the bounds or the model refuse (a non-finite or over-long number, nesting over the bound,
+    a string over the bound, a value over the size bound, cut short, two events in one value), and
+    sometimes headers that send a record the general way. `decode_events` gives each record the
+    model or the refusal `decode_event` gives it alone, in the poll's order."""
+    import random
+
+    rng = random.Random(seed)
+    readiness_headers = HEADERS
+    result_headers = {**HEADERS, "ce_type": b"io.rollout.upgrade_result.v1"}
+    one_by_one = _event_outcome_of(_MODELS)
+    items: list[tuple[bytes, dict[str, bytes]]] = []
+    for index in range(rng.randint(1, 60)):
+        roll = rng.random()
+        if roll < 0.05:
+            items.append((rng.choice(_SPOILERS), readiness_headers))
+        elif roll < 0.08:
+            items.append((_GOOD_READINESS % index, {**readiness_headers, "content-type": b"application/json; x=1"}))
+        elif roll < 0.4:
+            items.append((_GOOD_RESULT % index, result_headers))
+        else:
+            items.append((_GOOD_READINESS % index, readiness_headers))
+    together = _together(items)
+    assert together == [one_by_one(value, headers) for value, headers in items]
+
+
+def test_bus4_one_spoiler_in_a_poll_is_refused_with_its_own_reason_and_the_rest_decode() -> None:
+    good = [(_GOOD_READINESS % index, HEADERS) for index in range(5)]
+    for spoiler in _SPOILERS:
+        items = [*good[:2], (spoiler, HEADERS), *good[2:]]
+        outcomes = _together(items)
+        assert [kind for kind, _ in outcomes] == ["decoded", "decoded", "refused", "decoded", "decoded", "decoded"]
+        assert outcomes[2] == _event_outcome(spoiler, HEADERS)
+        assert [found.cluster for kind, found in outcomes if kind == "decoded"] == [  # type: ignore[attr-defined]
+            "c-0",
+            "c-1",
+            "c-2",
+            "c-3",
+            "c-4",
+        ]
+
+
+def test_bus4_the_bounds_of_values_looked_at_together_are_each_values_bounds() -> None:
+    """No forbidden literal spans two values joined (a space ends every run and literal)."""
+    assert json_bounds.each_plainly_within([])
+    assert json_bounds.each_plainly_within([b'{"a": "Na"}', b'{"b": "N"}'])
+    assert json_bounds.each_plainly_within([b"1234567890", b"12345678901"])
+    assert not json_bounds.each_plainly_within([b"{}", b'{"a": 1234567890123}'])
+    assert not json_bounds.each_plainly_within([b"{}", b"[" * 20 + b"{" * 13])
+    assert json_bounds.each_plainly_within([b"[" * 20 + b"{" * 12, b"[" * 20 + b"{" * 12])
+    assert not json_bounds.each_plainly_within([b"{}", b"x" * (json_bounds.MAX_STRING_BYTES + 1)])
+
+
+def test_a_poll_of_plain_records_is_validated_together_and_a_spoiled_group_one_by_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alone: list[bytes] = []
+    decode_event = envelope.decode_event
+
+    def counted(value: bytes, headers: Mapping[str, bytes], models: tuple[type[BaseModel], ...]) -> BaseModel:
+        alone.append(value)
+        return decode_event(value, headers, models)
+
+    monkeypatch.setattr(envelope, "decode_event", counted)
+    result_headers = {**HEADERS, "ce_type": b"io.rollout.upgrade_result.v1"}
+    readiness = [(_GOOD_READINESS % index, HEADERS) for index in range(3)]
+    results = [(_GOOD_RESULT % index, result_headers) for index in range(2)]
+    assert len(envelope.decode_events([*readiness, *results], _MODELS)) == 5
+    assert alone == []
+    spoiled = [*readiness, (_SPOILERS[0], HEADERS), *results]
+    outcomes = envelope.decode_events(spoiled, _MODELS)
+    assert alone == [value for value, _ in [*readiness, (_SPOILERS[0], HEADERS)]]  # the results' group held
+    assert [type(outcome).__name__ for outcome in outcomes] == [
+        "Readiness",
+        "Readiness",
+        "Readiness",
+        "InvalidInputError",
+        "UpgradeResult",
+        "UpgradeResult",
+    ]

@@ -195,6 +195,43 @@ def test_chk2_bus7_the_planner_takes_check_results_and_refuses_one_far_ahead() -
         intake.decode(_check_result(WALL + 31), now=WALL)
 
 
+def test_bus4_bus7_a_poll_decoded_at_once_gives_each_record_what_it_gets_alone() -> None:
+    """`Intake.decode_many` (a poll at once) gives each record, in order and across topics, the event
+    or the refusal `Intake.decode` gives it alone: a time far ahead, a topic the planner does not
+    read and a value the model refuses are refused each with its own reason, the rest decoded."""
+    intake = Intake(prefix="", wall=lambda: WALL)
+    bad_value = Record(
+        topic=READINESS.name,
+        partition=0,
+        offset=0,
+        key=None,
+        value=b'{"kind":"readiness"}',
+        headers=_readiness(WALL).headers,
+    )
+    stray = Record(topic="elsewhere", partition=0, offset=0, key=None, value=b"{}", headers={})
+    records = [
+        _readiness(WALL),
+        _result(WALL + 31),
+        _readiness(WALL + 3000),
+        stray,
+        _check_result(WALL),
+        bad_value,
+        _result(WALL),
+        _readiness(WALL - 5),
+    ]
+
+    def alone(record: Record) -> object:
+        try:
+            return intake.decode(record, now=WALL)
+        except InvalidInputError as exc:
+            return str(exc)
+
+    together = [str(o) if isinstance(o, InvalidInputError) else o for o in intake.decode_many(records, now=WALL)]
+    assert together == [alone(record) for record in records]
+    assert [isinstance(o, str) for o in together] == [False, True, True, True, False, True, False, False]
+    assert together[3] == "topic 'elsewhere' does not feed the planner"
+
+
 @pytest.mark.parametrize(
     ("since", "interval", "field"),
     [(1e38, 60.0, "since"), (-5.0, 60.0, "since"), (1e9, 1e308, "interval"), (1e9, float("inf"), "interval")],

@@ -12,9 +12,9 @@ import base64
 import datetime as dt
 import functools
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -228,6 +228,17 @@ def _fast_model(headers: Mapping[str, bytes], value: bytes, models: tuple[type[B
     ASCII names and values pass every header check of the general path (`_header_text`); a header
     that is not ASCII, ours or another's, sends the record the general way.
     """
+    model = _fast_candidate(headers, _by_type(models))
+    if model is None or not json_bounds.plainly_within(value):
+        return None
+    try:
+        return model.model_validate_json(value)
+    except ValidationError:
+        return None
+
+
+def _fast_candidate(headers: Mapping[str, bytes], by_type: Mapping[str, type[BaseModel]]) -> type[BaseModel] | None:
+    """The model a record's headers name when they qualify it for the fast path (`_fast_model`), else None."""
     get = headers.get
     kind = get("ce_type")
     if not kind or not get("ce_id") or not get("ce_source") or get("ce_specversion") != _SPEC_VERSION_BYTES:
@@ -239,13 +250,56 @@ def _fast_model(headers: Mapping[str, bytes], value: bytes, models: tuple[type[B
     names = "".join(headers)
     if len(values) + len(names) > MAX_HEADER_BYTES or not values.isascii() or not names.isascii():
         return None
-    model = _by_type(models).get(kind.decode())
-    if model is None or not json_bounds.plainly_within(value):
+    return by_type.get(kind.decode())
+
+
+def decode_events(
+    items: Sequence[tuple[bytes, Mapping[str, bytes]]], models: tuple[type[BaseModel], ...]
+) -> list[BaseModel | InvalidInputError]:
+    """`decode_event` of each (value, headers), in order, a refusal returned as its error: the same
+    models and the same refusals, at less cost a record for a poll's worth.
+
+    The records whose headers qualify for the fast path are grouped by model; a group's values are
+    looked at within the bounds together (`json_bounds.each_plainly_within`) and validated one after
+    another in one C-level loop. When anything in a group fails, each of its records goes
+    `decode_event`'s way, which words the refusal; every other record goes that way at once.
+    """
+    by_type = _by_type(models)
+    outcomes: list[BaseModel | InvalidInputError | None] = [None] * len(items)
+    groups: dict[type[BaseModel], list[int]] = {}
+    for index, (value, headers) in enumerate(items):
+        model = _fast_candidate(headers, by_type) if len(value) <= MAX_VALUE_BYTES else None
+        if model is None:
+            outcomes[index] = _event_or_refusal(value, headers, models)
+        else:
+            groups.setdefault(model, []).append(index)
+    for model, indexes in groups.items():
+        parsed = _validated_together(model, [items[index][0] for index in indexes])
+        for position, index in enumerate(indexes):
+            value, headers = items[index]
+            outcomes[index] = parsed[position] if parsed is not None else _event_or_refusal(value, headers, models)
+    return cast("list[BaseModel | InvalidInputError]", outcomes)
+
+
+def _validated_together(model: type[BaseModel], values: list[bytes]) -> list[BaseModel] | None:
+    """Each value as `model`, when every one is plainly within the bounds and valid; else None."""
+    if not json_bounds.each_plainly_within(values):
         return None
+    # What `model_validate_json` calls, without a Python frame a record.
+    validate = model.__pydantic_validator__.validate_json
     try:
-        return model.model_validate_json(value)
-    except ValidationError:
+        return list(map(validate, values))
+    except Exception:  # any failure: each record is then decoded alone, which words it
         return None
+
+
+def _event_or_refusal(
+    value: bytes, headers: Mapping[str, bytes], models: tuple[type[BaseModel], ...]
+) -> BaseModel | InvalidInputError:
+    try:
+        return decode_event(value, headers, models)
+    except InvalidInputError as exc:
+        return exc
 
 
 def _header_text(headers: Mapping[str, bytes]) -> dict[str, str]:

@@ -15,7 +15,9 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import operator
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from rollout_common.errors import InvalidInputError
@@ -80,6 +82,23 @@ def plainly_within(value: bytes) -> bool:
     )
 
 
+def each_plainly_within(values: Sequence[bytes]) -> bool:
+    """`plainly_within` of every value, looked at together: the sizes and bracket counts one by one
+    in C-level loops, the literals it refuses searched for once in all of them. They are joined by a
+    space, which is in none of those literals and ends a run of digits, so no match spans two values."""
+    if not values:
+        return True
+    if max(map(len, values)) > MAX_STRING_BYTES:
+        return False
+    brackets = map(
+        operator.add, map(bytes.count, values, itertools.repeat(b"[")), map(bytes.count, values, itertools.repeat(b"{"))
+    )
+    if max(brackets) > MAX_DEPTH:
+        return False
+    joined = b" ".join(values)
+    return b"NaN" not in joined and b"Infinity" not in joined and _LONG_DIGITS not in joined.translate(_DIGITS_AS_ZERO)
+
+
 def parse(value: bytes) -> Any:
     """The JSON value, or InvalidInputError naming the bound crossed or the syntax error."""
     depth = nesting_depth(value)
@@ -94,4 +113,12 @@ def parse(value: bytes) -> Any:
         raise InvalidInputError(f"value is not JSON: {exc}") from exc
 
 
-__all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "MAX_STRING_BYTES", "nesting_depth", "parse", "plainly_within"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_NUMBER_CHARS",
+    "MAX_STRING_BYTES",
+    "each_plainly_within",
+    "nesting_depth",
+    "parse",
+    "plainly_within",
+]

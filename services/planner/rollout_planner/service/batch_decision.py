@@ -62,16 +62,20 @@ class BatchDecision:
         """The records' events and refusals; the checkpoint is not touched, so a poll may be decoded
         while the batch before it is still being written."""
         taken = Taken(records=records)
+        duplicates = 0
         for new, record in checkpoint.not_applied(records):
-            if not new:
-                self._metrics.duplicates_skipped.inc()
-                continue
-            taken.new.append(record)
-            try:
-                taken.events.append(self.intake.decode(record, now=now))
-                taken.origin[id(taken.events[-1])] = record
-            except InvalidInputError as exc:
-                taken.refused.append((record, str(exc)))
+            if new:
+                taken.new.append(record)
+            else:
+                duplicates += 1
+        if duplicates:
+            self._metrics.duplicates_skipped.inc(duplicates)
+        for record, outcome in zip(taken.new, self.intake.decode_many(taken.new, now=now), strict=True):
+            if isinstance(outcome, InvalidInputError):
+                taken.refused.append((record, str(outcome)))
+            else:
+                taken.events.append(outcome)
+                taken.origin[id(outcome)] = record
         return taken
 
     def admit(self, taken: Taken, checkpoint: Checkpoint, outbox: Outbox) -> list[Event]:

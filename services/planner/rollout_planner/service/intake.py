@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import cast
+
+from pydantic import BaseModel
 
 from rollout_common import envelope
 from rollout_common.epoch import MAX_FUTURE_SKEW_S, check_not_ahead
@@ -62,12 +65,40 @@ class Intake:
 
     def decode(self, record: Record, *, now: float) -> Event:
         """The record's event; InvalidInputError's text is the dead-letter reason. `now`: engine time."""
-        topic = self._by_topic.get(record.topic)
-        if topic is None:
-            raise InvalidInputError(f"topic {record.topic!r} does not feed the planner")
-        model = envelope.decode_event(record.value, record.headers, topic.models)
+        outcome = self.decode_many([record], now=now)[0]
+        if isinstance(outcome, InvalidInputError):
+            raise outcome
+        return outcome
+
+    def decode_many(self, records: Sequence[Record], *, now: float) -> list[Event | InvalidInputError]:
+        """`decode` of each record, in order, a refusal returned as its error (its text is the
+        dead-letter reason): a poll's records of one topic are decoded together
+        (`envelope.decode_events`). The wall clock is read once for them all."""
+        by_topic: dict[str, list[int]] = {}
+        for index, record in enumerate(records):
+            by_topic.setdefault(record.topic, []).append(index)
         latest = max(now, self._wall())
-        check_not_ahead(model, now=latest, skew_s=self._skew_s, reader="planner", setting="max_future_skew_s")
+        outcomes: list[Event | InvalidInputError | None] = [None] * len(records)
+        for name, indexes in by_topic.items():
+            topic = self._by_topic.get(name)
+            if topic is None:
+                refusal = InvalidInputError(f"topic {name!r} does not feed the planner")
+                for index in indexes:
+                    outcomes[index] = refusal
+                continue
+            decoded = envelope.decode_events([(records[i].value, records[i].headers) for i in indexes], topic.models)
+            for index, outcome in zip(indexes, decoded, strict=True):
+                outcomes[index] = self._not_ahead(outcome, latest)
+        return cast("list[Event | InvalidInputError]", outcomes)
+
+    def _not_ahead(self, model: BaseModel | InvalidInputError, latest: float) -> Event | InvalidInputError:
+        """The event, or the refusal of a time it carries too far ahead (a refusal passes through)."""
+        if isinstance(model, InvalidInputError):
+            return model
+        try:
+            check_not_ahead(model, now=latest, skew_s=self._skew_s, reader="planner", setting="max_future_skew_s")
+        except InvalidInputError as exc:
+            return exc
         return model  # type: ignore[return-value]  # every input topic carries engine events only
 
 
