@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from rollout_common.events import Event, Readiness, ReleaseTarget, UpgradeResult
+from rollout_common.events import (
+    Event,
+    InventoryChange,
+    OperatorCommand,
+    Readiness,
+    ReleaseTarget,
+    UpgradeResult,
+    WakeUp,
+)
 from rollout_common.status import Track
 from rollout_planner.service.journal import ENGINE_VERSION, JournalEntry, decode_entry, encode_entry
 
@@ -16,6 +24,10 @@ EVENTS: list[Event] = [
     UpgradeResult(
         command_id="cmd-1", cluster="c-1", track=Track.NODES, version="1.31.13-gke.1023000", outcome="succeeded"
     ),
+    InventoryChange(action="remove", name="c-9"),
+    OperatorCommand(command_id="op-1", action="pause", rollout_id="r-1"),
+    WakeUp(),
+    Readiness(cluster='c-"quoted" \\ "events":[]', ready=True, node_version="1.31.13-gke.1023000"),
 ]
 
 
@@ -27,3 +39,8 @@ def test_the_entry_is_the_validated_entrys_bytes_and_reads_back_to_its_events(no
     entry = decode_entry(encoded)
     assert (entry.batch, entry.now, entry.events, entry.engine_version) == (7, now, tuple(EVENTS), ENGINE_VERSION)
     assert isinstance(entry.now, float)
+
+
+def test_an_entry_without_events_is_the_validated_entrys_bytes() -> None:
+    validated = JournalEntry(batch=3, now=5.0, events=(), engine_version=ENGINE_VERSION)
+    assert encode_entry(batch=3, now=5.0, events=[]) == validated.model_dump_json(by_alias=True).encode()

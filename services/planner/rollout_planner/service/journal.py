@@ -47,19 +47,27 @@ class JournalEntry(BaseModel):
     engine_version: str | None = None
 
 
+# Where the events go in the entry's JSON: the fields before it are numbers, so this is its only
+# occurrence (a quote inside the version string after it would be escaped).
+_NO_EVENTS = b'"events":[]'
+
+
 def journal_key(batch: int) -> str:
     # zero-padded so that the store's sorted key listing is batch order
     return f"{JOURNAL_PREFIX}{batch:012d}"
 
 
 def encode_entry(*, batch: int, now: float, events: list[Event]) -> bytes:
-    # Built, not validated: the events are models their decoder validated, and checking them again
-    # against the union of event types cost 0.3 µs an event on the planner's path (the entry is
-    # validated where it counts, when `decode_entry` reads it back).
-    entry = JournalEntry.model_construct(
-        batch=int(batch), now=float(now), events=tuple(events), engine_version=ENGINE_VERSION
-    )
-    return entry.model_dump_json(by_alias=True).encode()
+    """The entry's JSON: the bytes the validated entry gives, built faster.
+
+    Built, not validated: the events are models their decoder validated, and checking them again
+    against the union of event types cost 0.3 µs an event on the planner's path (the entry is
+    validated where it counts, when `decode_entry` reads it back). Each event is written by its own
+    model's serializer and put in the entry's empty list: the entry's serializer looks for each
+    event's type among the union's (0.8 µs an event against 0.5)."""
+    entry = JournalEntry.model_construct(batch=int(batch), now=float(now), events=(), engine_version=ENGINE_VERSION)
+    written = b",".join(type(event).__pydantic_serializer__.to_json(event, by_alias=True) for event in events)
+    return entry.model_dump_json(by_alias=True).encode().replace(_NO_EVENTS, b'"events":[' + written + b"]", 1)
 
 
 def decode_entry(data: bytes) -> JournalEntry:
