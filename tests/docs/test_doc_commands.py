@@ -242,6 +242,19 @@ def _until(predicate: Callable[[], bool], *, what: str, timeout_s: float = 120) 
         raise AssertionError(f"timed out waiting for {what} ({timeout_s:g} s)")
 
 
+def _caught_up(url: str, *, clusters: int) -> bool:
+    """The status document describes `clusters` clusters and the planner's last decided batch."""
+    client = redis.Redis.from_url(url)
+    try:
+        status, checkpoint = client.get("rollout:status"), client.get("rollout:planner/checkpoint")
+    finally:
+        client.close()
+    if not status or not checkpoint:
+        return False
+    document = json.loads(status)
+    return bool(document["clusters"] == clusters and document["batch"] == json.loads(checkpoint)["batch"])
+
+
 def _status(url: str) -> dict[str, object]:
     client = redis.Redis.from_url(url)
     try:
@@ -351,6 +364,9 @@ def _compose(term: Terminal, shown: dict[str, str], compose: ComposeStandIn) -> 
     redis_host = "--redis redis://localhost:6379/0"
     term.run(shown[f"rollout apply tests/scenarios/gate1-25-mu5.yaml --bootstrap localhost:9094 {redis_host}"])
     compose.wait_healthy()  # `up -d` does not wait; the planner's healthcheck passes once it has the sequence
+    # The host's and the container's CLI are compared below: both read a document that describes the
+    # applied fleet and that the planner has brought up to its last batch, which no later one replaces.
+    _until(lambda: _caught_up(compose.redis_url, clusters=25), what="the status document of the applied fleet")
     term.run(shown[f"rollout status --bootstrap localhost:9094 {redis_host}"])
     in_planner = shown[f"{COMPOSE} exec planner rollout status"]
     term.run(in_planner, ran="rollout status", env=term.env | compose.exec_env("planner"))

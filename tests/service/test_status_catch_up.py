@@ -86,3 +86,25 @@ async def test_stat_1_an_idle_planners_catch_up_is_spaced_by_the_documents_cost_
     assert writer.behind(2) is True  # 10 s after: 0.5 s is 5% of it
     assert writer.behind(1) is False  # batch 1 is described already
     assert writer.due(2, urgent=False) is True
+
+
+async def test_stat_1_the_first_batch_is_described_at_once_after_an_idle_planners_empty_document() -> None:
+    """A new planner polls nothing at first and describes the state as built (batch 0, as of its
+    start, not of 1970). The first batch is described at once: when the planner starts from the
+    applied sequence alone, that batch holds the fleet `rollout apply` published, and `rollout
+    status` right after the apply showed the empty document for a whole `status_interval_s`."""
+    bus, store = MemoryBus(), MemoryStore()
+    clock = ManualClock(START)
+    planner = make_planner(bus=bus, store=store, prefix=P, clock=clock, status_interval_s=3600)
+    assert await planner.start()
+    assert await planner.step() == 0
+    raw = await store.get(STATUS_KEY)
+    assert raw is not None
+    assert (json.loads(raw)["batch"], json.loads(raw)["now"]) == (0, START)
+    await publish(bus, P, READINESS, Readiness(cluster="prod-1", ready=False, reason="drained"), event_id="r-1")
+    assert await planner.step() == 1
+    assert await status_batch(store) == 1
+    await publish(bus, P, READINESS, Readiness(cluster="prod-1", ready=True), event_id="r-2")
+    assert await planner.step() == 1
+    assert await status_batch(store) == 1  # from the second on, throttled as before
+    await planner.close()

@@ -241,6 +241,9 @@ class Planner:
         while not self._stopping.is_set():
             state = await self._retrier.call("build the initial state", self._initial_state)
             if state is not None:
+                # The state as of now: until its first decision, the status document describes it
+                # at this time (not at the epoch).
+                state.now = self._clock.now()
                 self._state = state
                 await self._write_snapshot()  # the base the journal replays onto after a restart
                 return True

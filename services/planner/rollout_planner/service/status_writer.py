@@ -42,10 +42,13 @@ class StatusWriter:
         self.described = -1  # the batch the last document described
 
     def due(self, batch: int, *, urgent: bool) -> bool:
-        """Whether the batch just published is described now (a document describes each batch once)."""
+        """Whether the batch just published is described now (a document describes each batch once).
+        A document of batch 0 (the state as built, before any record: an idle planner's first poll
+        writes it) holds back no other: the first batch's, with the fleet `rollout apply` just
+        published, is written at once instead of a whole interval later."""
         if self.described >= batch:
             return False
-        return urgent or self._spaced()
+        return urgent or self.described == 0 or self._spaced()
 
     def behind(self, batch: int) -> bool:
         """With nothing to decide: a document the throttle left behind is brought up to date, so a
