@@ -69,3 +69,22 @@ def test_the_planners_fetch_wait_is_a_setting(monkeypatch: pytest.MonkeyPatch) -
 def test_a_negative_fetch_wait_is_refused() -> None:
     with pytest.raises(InvalidInputError, match="fetch_max_wait_ms"):
         ConsumerOptions(fetch_max_wait_ms=-1)
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_consumer_reads_the_topics_metadata_again_every_10_s(kafka_bootstrap: str, topic_prefix: str) -> None:
+    """A group whose leader joined while the broker restarted is assigned nothing (no topic listed
+    yet) and rebalances only when its metadata is read again: within 10 s, not aiokafka's 5 minutes."""
+    bus = KafkaBus(kafka_bootstrap, client_id="metadata-age")
+    try:
+        await _fetch_wait_of_a_consumer(bus, f"{topic_prefix}.metadata")
+        client = bus._consumers.copy().pop()._consumer  # type: ignore[attr-defined]
+        assert client._client._metadata_max_age_ms == 10_000
+    finally:
+        await bus.close()
+
+
+def test_a_metadata_age_below_1_ms_is_refused() -> None:
+    with pytest.raises(InvalidInputError, match="metadata_max_age_ms"):
+        ConsumerOptions(metadata_max_age_ms=0)

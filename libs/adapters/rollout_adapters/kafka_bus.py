@@ -71,6 +71,11 @@ class ConsumerOptions:
       in the next one, so while the other partitions of that broker are idle, a backlog waits
       this long for each refill. A reader of several topics that catches up on one (the planner)
       sets it lower, at the price of more empty fetches while idle.
+    - `metadata_max_age_ms`: how often the client reads the topics' metadata again. The group's
+      leader assigns partitions from the metadata it has: one that joins while the broker is
+      restarting and lists no topics yet assigns nothing, and it looks again (and rebalances,
+      the topics having changed) only after this. aiokafka's 5 minutes left the group without
+      partitions for that long; a metadata request every 10 s costs next to nothing.
     """
 
     session_timeout_ms: int = _SESSION_TIMEOUT_MS
@@ -78,6 +83,7 @@ class ConsumerOptions:
     max_poll_interval_ms: int = 300_000
     group_instance_id: str | None = None
     fetch_max_wait_ms: int = _FETCH_MAX_WAIT_MS
+    metadata_max_age_ms: int = 10_000
 
     def __post_init__(self) -> None:
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
@@ -86,6 +92,8 @@ class ConsumerOptions:
             raise InvalidInputError("timeouts must be positive")
         if self.fetch_max_wait_ms < 0:
             raise InvalidInputError("fetch_max_wait_ms must not be negative")
+        if self.metadata_max_age_ms < 1:
+            raise InvalidInputError("metadata_max_age_ms must be positive")
 
 
 # What the broker answers to a login it refuses. aiokafka 0.14 logs it and then reports only

@@ -175,6 +175,10 @@ def _monitor_app(settings: MonitorSettings) -> MonitorApp:
         # until then nobody turns heartbeats into readiness
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=min(3.0, settings.session_timeout_s / 3),
+        # The group's leader assigns from the metadata it has; it looks again only after this, and a
+        # changed topic list then makes it rebalance. faust's 5 minutes left a worker that joined
+        # while the broker restarted without partitions (no heartbeat judged) for that long.
+        consumer_metadata_max_age_ms=round(settings.metadata_max_age_s * 1000),
         web_enabled=settings.web_port > 0,
         web_port=settings.web_port or 6066,
         autodiscover=False,

@@ -177,6 +177,14 @@ class MonitorSettings(_Common):
         description="the longest the broker holds a heartbeat fetch for fetch_min_bytes: the most a heartbeat "
         "waits for others before it is judged",
     )
+    metadata_max_age_s: float = Field(
+        default=10.0,
+        gt=0.0,
+        le=300.0,
+        description="how often a worker's consumer reads the topics' metadata again: a group assignment made "
+        "while the broker was restarting (its topics not yet listed) leaves a worker without heartbeat "
+        "partitions until then, and partitions added to the heartbeats topic are taken up within it",
+    )
     store_url: str = Field(default="memory://", description="faust table store; the changelog is in Kafka")
     # None keeps faust's own choice, relative to the working directory: the image's working
     # directory is the service user's home and the Kubernetes manifest mounts a writable volume
