@@ -76,10 +76,13 @@ def plainly_within(value: bytes) -> bool:
     return (
         len(value) <= MAX_STRING_BYTES
         and value.count(b"[") + value.count(b"{") <= MAX_DEPTH
-        and b"NaN" not in value
-        and b"Infinity" not in value
-        and _LONG_DIGITS not in value.translate(_DIGITS_AS_ZERO)
+        and _no_refused_literal(value)
     )
+
+
+def _no_refused_literal(text: bytes) -> bool:
+    """No NaN, no Infinity, no run of digits long enough to be a number over the length bound."""
+    return b"NaN" not in text and b"Infinity" not in text and _LONG_DIGITS not in text.translate(_DIGITS_AS_ZERO)
 
 
 def each_plainly_within(values: Sequence[bytes]) -> bool:
@@ -95,8 +98,7 @@ def each_plainly_within(values: Sequence[bytes]) -> bool:
     )
     if max(brackets) > MAX_DEPTH:
         return False
-    joined = b" ".join(values)
-    return b"NaN" not in joined and b"Infinity" not in joined and _LONG_DIGITS not in joined.translate(_DIGITS_AS_ZERO)
+    return _no_refused_literal(b" ".join(values))
 
 
 def parse(value: bytes) -> Any:
