@@ -7,7 +7,8 @@
    same events at the same instants and must produce the same commands, and in the end the same
    snapshot.
 4. The shared conformance checker's invariants hold on the report: its `Case`, imported from its
-   file (read-only); every line it reports is a failure.
+   file (read-only), with two readings made closer (`checker_rulings`); every line it reports is a
+   failure.
 5. What the shared checker does not know of the CHK rules: no upgrade starts within its disruption
    budget (CHK-4, `budget_oracle`).
 
@@ -26,6 +27,7 @@ from typing import Any
 
 import shared_checker
 from budget_oracle import budget_problems
+from checker_rulings import corrected
 
 from rollout_common.commands import Command, WaitChanged
 from rollout_common.events import Event, EventBatch
@@ -40,10 +42,13 @@ from rollout_planner.simulation.scenario import Scenario
 RULE = re.compile(r"[A-Z]+-\d+[a-z]?")  # a SPEC rule ID, kept in a signature
 
 
+@functools.cache
 def load_checker() -> ModuleType:
-    """The shared checker, in a copy of its own whose window evaluation is `_AnchoredRrule`."""
+    """The shared checker, in a copy of its own whose window evaluation is `_AnchoredRrule` and whose
+    `Case` reads two shapes as the simulator does (`checker_rulings`, each with its argument)."""
     module = shared_checker.load_checker(name="fuzz_conformance_check")
     module.rrule = _AnchoredRrule
+    module.Case = corrected(module.Case, seconds=module.seconds, vkey=module.vkey)
     return module
 
 

@@ -35,7 +35,8 @@ def _run(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _check(path: Path, doc: dict[str, Any], report: dict[str, Any]) -> list[str]:
-    """Every line the plain shared checker reports on `report` as a run of `doc`."""
+    """Every line the oracle's copy of the shared checker reports on `report` as a run of `doc` (its
+    two closer readings, checker_rulings.py, touch neither on-demand tracks nor ties here)."""
     case = load_checker().Case(path, doc, report)
     case.run()
     return list(case.errors)
