@@ -52,6 +52,34 @@ async def read_topic(
         await consumer.stop()
 
 
+async def read_to_end(
+    bootstrap: str, topic: str, *, partitions: int | None = None, timeout_s: float = 30.0
+) -> list[Message]:
+    """Every record on the topic now: read from the beginning up to each partition's end offset as
+    it was when the read started (for "nothing of X was published", after the publishers settled)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        records: list[Message] = []
+        async with asyncio.timeout(timeout_s):
+            count = partitions if partitions is not None else _partition_count(topic)
+            assigned = [TopicPartition(topic, p) for p in range(count)]
+            consumer.assign(assigned)
+            # seek first: asked for the end offsets before the seek, aiokafka 0.14's consumer
+            # fetched nothing in the planner-standby test (30 s, every partition behind)
+            await consumer.seek_to_beginning(*assigned)
+            ends = await consumer.end_offsets(assigned)
+            behind = {tp: end for tp, end in ends.items() if end > 0}
+            while behind:
+                for tp, batch in (await consumer.getmany(timeout_ms=200)).items():
+                    records.extend(batch)
+                    if batch and batch[-1].offset + 1 >= behind.get(tp, 0):
+                        behind.pop(tp, None)
+        return records
+    finally:
+        await consumer.stop()
+
+
 async def caught_up(bootstrap: str, group: str, topics: Sequence[str], *, timeout_s: float = 120.0) -> None:
     """Wait until `group` has committed every record now on `topics` (lag 0 on each partition).
 
