@@ -11,10 +11,11 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Protocol
+from typing import Any, Protocol
 
 from rollout_devenv import arguments, helm
 from rollout_devenv._proc import DevenvError
+from rollout_devenv._server import LocalServer
 from rollout_devenv.kafka import KafkaBroker, fetch_kafka_jars
 from rollout_devenv.kafka_cluster import KafkaCluster
 from rollout_devenv.kube import KubeStack, build_kube_apiserver, start_background_build
@@ -51,6 +52,10 @@ def _serve(server: _Server, *, announce: Callable[[], str], kept: bool) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    # This command is the server's only keeper: killed outright (SIGKILL, the OOM killer, a test
+    # run's hard stop), it can stop nothing, so the kernel stops the server instead.
+    for process in _processes(server):
+        process.die_with_parent = True
     try:
         server.start()
         ready.set()
@@ -65,6 +70,19 @@ def _serve(server: _Server, *, announce: Callable[[], str], kept: bool) -> int:
             print("stopping...", file=sys.stderr, flush=True)
         server.stop(remove_data=True)
     return 0
+
+
+def _processes(server: _Server) -> list[LocalServer[Any]]:
+    """The processes a served server starts: itself, or the members of a cluster, group or stack."""
+    if isinstance(server, LocalServer):
+        return [server]
+    if isinstance(server, KafkaCluster):
+        return list(server.nodes)
+    if isinstance(server, RedisSentinelGroup):
+        return [*server.servers, *server.sentinel_servers]
+    if isinstance(server, KubeStack):
+        return [server.etcd, *server.apiservers]
+    raise TypeError(f"no processes known for {type(server).__name__}")
 
 
 def _data_note(data_dir: Path, *, kept: bool) -> str:

@@ -6,6 +6,7 @@ The life cycle of a whole server (start, readiness, restart, stop) is `rollout_d
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import random
 import signal
@@ -78,11 +79,15 @@ def port_open(port: int, *, host: str = LOOPBACK) -> bool:
     return False
 
 
-def spawn(cmd: list[str], *, log_path: Path, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def spawn(
+    cmd: list[str], *, log_path: Path, cwd: Path, env: dict[str, str] | None = None, die_with_parent: bool = False
+) -> subprocess.Popen[bytes]:
     """Start `cmd` with its output appended to `log_path`, in a session of its own.
 
     Its own session keeps a Ctrl-C in the terminal from reaching it before we stop it in order,
-    and lets `stop_process` signal it and anything it spawned as one group.
+    and lets `stop_process` signal it and anything it spawned as one group. That also keeps it
+    running when this process is SIGKILLed; `die_with_parent` has the kernel send it SIGTERM then
+    (Linux), for a process that serves only while its caller runs (`python -m rollout_devenv ... run`).
     """
     with log_path.open("ab") as log:
         log.write(f"\n===== started {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(cmd)}\n".encode())
@@ -95,7 +100,27 @@ def spawn(cmd: list[str], *, log_path: Path, cwd: Path, env: dict[str, str] | No
             cwd=cwd,
             env=env,
             start_new_session=True,
+            preexec_fn=_terminated_with(os.getpid()) if die_with_parent else None,
         )
+
+
+# prctl(2): the signal the kernel sends a child when the thread that forked it dies.
+_PR_SET_PDEATHSIG = 1
+
+
+def _terminated_with(parent: int) -> Callable[[], None]:
+    """What the forked child runs before it execs: ask for SIGTERM when its parent dies, and stop at
+    once when the parent died before the request took (the child was then handed to init)."""
+
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded here: the forked child only calls into it
+
+    def ask() -> None:
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return ask
 
 
 def signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:

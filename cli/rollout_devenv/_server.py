@@ -53,6 +53,10 @@ class LocalServer(Generic[Ports]):
         self.start_timeout_s = start_timeout_s
         self._ports: Ports | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        # Set by a command that serves the process only while it runs (`_serve`): the kernel stops
+        # the process when its starter dies, even by SIGKILL. Not for servers a test or a thread
+        # starts: the signal follows the thread that forked it.
+        self.die_with_parent = False
 
     @property
     def running(self) -> bool:
@@ -104,7 +108,7 @@ class LocalServer(Generic[Ports]):
                 self._release_ports()
 
     def _spawn(self, cmd: list[str]) -> None:
-        self._proc = spawn(cmd, log_path=self.log_path, cwd=self.data_dir)
+        self._proc = spawn(cmd, log_path=self.log_path, cwd=self.data_dir, die_with_parent=self.die_with_parent)
         # A script or test session that exits without calling stop() must not leave a process behind.
         atexit.register(self.stop)
 

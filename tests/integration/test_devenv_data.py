@@ -4,6 +4,7 @@ when they stop unless given a data dir (DATA=DIR), and then keep data and addres
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,3 +65,42 @@ def test_make_passes_data_to_the_server_and_says_so_in_its_help(service: str) ->
         not in subprocess.run(["make", "-n", service], cwd=_REPO, capture_output=True, text=True, check=True).stdout
     )
     assert "DATA=DIR keeps it" in (_REPO / "Makefile").read_text()
+
+
+def test_a_server_does_not_outlive_its_command_killed_outright(started: list[Running]) -> None:
+    """`make redis` SIGKILLed (a CI run's hard stop, the OOM killer) can stop nothing itself; the
+    kernel sends its server SIGTERM, so no redis-server is left running. A broker left by a docs
+    walk in CI, alive 20 minutes after its services stopped, had received no signal at all."""
+    server = Running("redis", "run")
+    started.append(server)
+    port = int(server.announced.rsplit(":", 1)[1].split("/")[0])
+    child = _server_pid(server.process.pid)
+    assert redis.Redis(port=port).ping()
+    server.process.kill()
+    server.process.communicate(timeout=10)  # reaped, its pipes closed
+    assert _gone_within(child, seconds=20), f"redis-server {child} still runs after its command was killed"
+    with pytest.raises(redis.ConnectionError):
+        redis.Redis(port=port, socket_connect_timeout=1).ping()
+
+
+def _server_pid(parent: int) -> int:
+    """The one process `parent` started (the server, in a session of its own)."""
+    children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    assert len(children) == 1, children
+    return int(children[0])
+
+
+def _gone_within(pid: int, *, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists() or _state(pid) == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return "Z"
