@@ -12,6 +12,7 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -100,7 +101,7 @@ def spawn(
             cwd=cwd,
             env=env,
             start_new_session=True,
-            preexec_fn=_terminated_with(os.getpid()) if die_with_parent else None,
+            preexec_fn=_terminated_with(os.getpid()) if die_with_parent and sys.platform == "linux" else None,
         )
 
 
